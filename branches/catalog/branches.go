@@ -1,0 +1,168 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// State is a branch's lifecycle state.
+type State string
+
+// Branch states. The -ing states are written before a side effect starts; reconcile
+// finishes or rolls back any branch found in one of them at start-up.
+const (
+	Creating   State = "creating"
+	Starting   State = "starting"
+	Running    State = "running"
+	Stopping   State = "stopping"
+	Stopped    State = "stopped"
+	Resetting  State = "resetting"
+	Destroying State = "destroying"
+	Failed     State = "failed"
+)
+
+// Branch is one copy-on-write branch of a seed.
+type Branch struct {
+	ID         int64
+	Source     string
+	Name       string
+	SeedID     int64
+	Parent     string   // parent branch name, "" when branched from the seed
+	Layers     []string // read-only overlay layers, top first; the last is the seed
+	State      State
+	CowMode    string // "lazyrw" or "eager", as observed at the last start
+	PID        int    // postmaster PID while running
+	TTL        time.Duration
+	Ephemeral  bool
+	OwnedBytes int64
+	CreateMS   int64 // how long creation took, in milliseconds
+	Error      string
+	CreatedAt  time.Time
+	LastUsedAt time.Time
+	StateAt    time.Time
+}
+
+const branchCols = `id, source, name, seed_id, parent, layers, state, cow_mode, pid, ttl_ns, ephemeral,
+	owned_bytes, create_ms, error, created_at, last_used_at, state_at`
+
+func scanBranch(sc interface{ Scan(...any) error }) (Branch, error) {
+	var b Branch
+	var layers string
+	var ttl, created, used, stateAt int64
+	err := sc.Scan(&b.ID, &b.Source, &b.Name, &b.SeedID, &b.Parent, &layers, &b.State, &b.CowMode, &b.PID,
+		&ttl, &b.Ephemeral, &b.OwnedBytes, &b.CreateMS, &b.Error, &created, &used, &stateAt)
+	b.Layers = splitList(layers)
+	b.TTL = time.Duration(ttl)
+	b.CreatedAt, b.LastUsedAt, b.StateAt = fromNano(created), fromNano(used), fromNano(stateAt)
+	return b, err
+}
+
+// InsertBranch records a new branch (normally in state Creating) and returns its ID.
+// It fails with ErrExists if the source already has a branch of that name.
+func (c *Catalog) InsertBranch(ctx context.Context, b Branch, reason string) (int64, error) {
+	var id int64
+	err := c.tx(ctx, func(tx sqlTx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO branches (source, name, seed_id, parent, layers, state, cow_mode, pid,
+			ttl_ns, ephemeral, owned_bytes, create_ms, error, created_at, last_used_at, state_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			b.Source, b.Name, b.SeedID, b.Parent, joinList(b.Layers), b.State, b.CowMode, b.PID,
+			int64(b.TTL), b.Ephemeral, b.OwnedBytes, b.CreateMS, b.Error,
+			unixNano(b.CreatedAt), unixNano(b.LastUsedAt), unixNano(b.StateAt))
+		if isUnique(err) {
+			return fmt.Errorf("branch %q of source %q: %w", b.Name, b.Source, ErrExists)
+		}
+		if err != nil {
+			return err
+		}
+		if id, err = res.LastInsertId(); err != nil {
+			return err
+		}
+		return logTransition(ctx, tx, b, "", b.State, reason)
+	})
+	return id, err
+}
+
+// UpdateBranch writes every mutable field of b and, when its state differs from the
+// stored one, appends a transition with reason.
+func (c *Catalog) UpdateBranch(ctx context.Context, b Branch, reason string) error {
+	return c.tx(ctx, func(tx sqlTx) error {
+		var from State
+		if err := tx.QueryRowContext(ctx, `SELECT state FROM branches WHERE id = ?`, b.ID).Scan(&from); err != nil {
+			return noRows(err, fmt.Sprintf("branch %q", b.Name))
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE branches SET parent = ?, layers = ?, state = ?, cow_mode = ?, pid = ?,
+			ttl_ns = ?, ephemeral = ?, owned_bytes = ?, create_ms = ?, error = ?, last_used_at = ?, state_at = ? WHERE id = ?`,
+			b.Parent, joinList(b.Layers), b.State, b.CowMode, b.PID, int64(b.TTL), b.Ephemeral, b.OwnedBytes,
+			b.CreateMS, b.Error, unixNano(b.LastUsedAt), unixNano(b.StateAt), b.ID)
+		if err != nil || from == b.State {
+			return err
+		}
+		return logTransition(ctx, tx, b, from, b.State, reason)
+	})
+}
+
+// DeleteBranch removes a branch row and logs its end.
+func (c *Catalog) DeleteBranch(ctx context.Context, b Branch, reason string) error {
+	return c.tx(ctx, func(tx sqlTx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM branches WHERE id = ?`, b.ID); err != nil {
+			return err
+		}
+		return logTransition(ctx, tx, b, b.State, "gone", reason)
+	})
+}
+
+// Branches lists every branch, by source and name.
+func (c *Catalog) Branches(ctx context.Context) ([]Branch, error) {
+	rows, err := c.db.QueryContext(ctx, `SELECT `+branchCols+` FROM branches ORDER BY source, name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Branch
+	for rows.Next() {
+		b, err := scanBranch(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// Transition is one recorded change of a branch's state.
+type Transition struct {
+	At       time.Time
+	Source   string
+	Branch   string
+	From, To string
+	Reason   string
+}
+
+// Transitions returns the log for one branch name of a source, oldest first.
+func (c *Catalog) Transitions(ctx context.Context, source, branch string) ([]Transition, error) {
+	rows, err := c.db.QueryContext(ctx, `SELECT at, source, branch, from_state, to_state, reason FROM transitions
+		WHERE source = ? AND branch = ? ORDER BY id`, source, branch)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Transition
+	for rows.Next() {
+		var t Transition
+		var at int64
+		if err := rows.Scan(&at, &t.Source, &t.Branch, &t.From, &t.To, &t.Reason); err != nil {
+			return nil, err
+		}
+		t.At = fromNano(at)
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+func logTransition(ctx context.Context, tx *sql.Tx, b Branch, from, to State, reason string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO transitions (at, source, branch, from_state, to_state, reason) VALUES (?, ?, ?, ?, ?, ?)`,
+		time.Now().UnixNano(), b.Source, b.Name, string(from), string(to), reason)
+	return err
+}

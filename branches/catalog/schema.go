@@ -1,0 +1,55 @@
+package catalog
+
+// schema is applied at Open. Statements are idempotent; columns added later go in
+// migrations so that an older state directory keeps working.
+const schema = `
+CREATE TABLE IF NOT EXISTS sources (
+	name             TEXT PRIMARY KEY,
+	kind             TEXT NOT NULL,
+	spec             TEXT NOT NULL DEFAULT '',
+	default_database TEXT NOT NULL DEFAULT '',
+	created_at       INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS seeds (
+	id          INTEGER PRIMARY KEY,
+	source      TEXT NOT NULL,
+	generation  INTEGER NOT NULL,
+	state       TEXT NOT NULL,
+	dir         TEXT NOT NULL,
+	pg_version  TEXT NOT NULL DEFAULT '',
+	databases   TEXT NOT NULL DEFAULT '',
+	superuser   TEXT NOT NULL DEFAULT '',
+	created_at  INTEGER NOT NULL,
+	ready_at    INTEGER NOT NULL DEFAULT 0,
+	UNIQUE (source, generation)
+);
+CREATE TABLE IF NOT EXISTS branches (
+	id            INTEGER PRIMARY KEY,
+	source        TEXT NOT NULL,
+	name          TEXT NOT NULL,
+	seed_id       INTEGER NOT NULL,
+	parent        TEXT NOT NULL DEFAULT '',
+	layers        TEXT NOT NULL DEFAULT '',
+	state         TEXT NOT NULL,
+	cow_mode      TEXT NOT NULL DEFAULT '',
+	pid           INTEGER NOT NULL DEFAULT 0,
+	ttl_ns        INTEGER NOT NULL DEFAULT 0,
+	ephemeral     INTEGER NOT NULL DEFAULT 0,
+	owned_bytes   INTEGER NOT NULL DEFAULT 0,
+	create_ms     INTEGER NOT NULL DEFAULT 0,
+	error         TEXT NOT NULL DEFAULT '',
+	created_at    INTEGER NOT NULL,
+	last_used_at  INTEGER NOT NULL,
+	state_at      INTEGER NOT NULL,
+	UNIQUE (source, name)
+);
+CREATE TABLE IF NOT EXISTS transitions (
+	id         INTEGER PRIMARY KEY,
+	at         INTEGER NOT NULL,
+	source     TEXT NOT NULL,
+	branch     TEXT NOT NULL,
+	from_state TEXT NOT NULL,
+	to_state   TEXT NOT NULL,
+	reason     TEXT NOT NULL DEFAULT ''
+);
+`

@@ -1,0 +1,142 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Source is a named origin of seeds: an SQL file, a URL, a data directory or an empty cluster.
+type Source struct {
+	Name            string
+	Kind            string // "sql", "url", "datadir" or "empty"
+	Spec            string // the file, URL or directory; "" for empty
+	DefaultDatabase string
+	CreatedAt       time.Time
+}
+
+// SeedState is the state of one seed generation.
+type SeedState string
+
+// Seed states.
+const (
+	SeedBuilding SeedState = "building"
+	SeedReady    SeedState = "ready"
+)
+
+// Seed is one settled, read-only generation of a source's data directory.
+type Seed struct {
+	ID         int64
+	Source     string
+	Generation int
+	State      SeedState
+	Dir        string // the data directory, the lowest overlay layer of its branches
+	PGVersion  string // major version, from PG_VERSION
+	Databases  []string
+	Superuser  string
+	CreatedAt  time.Time
+	ReadyAt    time.Time
+}
+
+// AddSource records a new source. It fails with ErrExists if the name is taken.
+func (c *Catalog) AddSource(ctx context.Context, s Source) error {
+	_, err := c.db.ExecContext(ctx,
+		`INSERT INTO sources (name, kind, spec, default_database, created_at) VALUES (?, ?, ?, ?, ?)`,
+		s.Name, s.Kind, s.Spec, s.DefaultDatabase, unixNano(s.CreatedAt))
+	if isUnique(err) {
+		return fmt.Errorf("source %q: %w", s.Name, ErrExists)
+	}
+	return err
+}
+
+// Sources lists every source, by name.
+func (c *Catalog) Sources(ctx context.Context) ([]Source, error) {
+	rows, err := c.db.QueryContext(ctx, `SELECT name, kind, spec, default_database, created_at FROM sources ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Source
+	for rows.Next() {
+		var s Source
+		var created int64
+		if err := rows.Scan(&s.Name, &s.Kind, &s.Spec, &s.DefaultDatabase, &created); err != nil {
+			return nil, err
+		}
+		s.CreatedAt = fromNano(created)
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// DeleteSource removes a source and its seed rows. Branches must be gone first.
+func (c *Catalog) DeleteSource(ctx context.Context, name string) error {
+	return c.tx(ctx, func(tx sqlTx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM sources WHERE name = ?`, name)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("source %q: %w", name, ErrNotFound)
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM seeds WHERE source = ?`, name)
+		return err
+	})
+}
+
+// AddSeed records a seed generation in state SeedBuilding and returns it with its ID
+// and the next generation number of its source.
+func (c *Catalog) AddSeed(ctx context.Context, s Seed) (Seed, error) {
+	err := c.tx(ctx, func(tx sqlTx) error {
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(generation), 0) + 1 FROM seeds WHERE source = ?`, s.Source).Scan(&s.Generation); err != nil {
+			return err
+		}
+		s.State = SeedBuilding
+		res, err := tx.ExecContext(ctx,
+			`INSERT INTO seeds (source, generation, state, dir, created_at) VALUES (?, ?, ?, ?, ?)`,
+			s.Source, s.Generation, s.State, s.Dir, unixNano(s.CreatedAt))
+		if err != nil {
+			return err
+		}
+		s.ID, err = res.LastInsertId()
+		return err
+	})
+	return s, err
+}
+
+// UpdateSeed writes a seed's mutable fields (state, dir, version, databases, superuser, ready time).
+func (c *Catalog) UpdateSeed(ctx context.Context, s Seed) error {
+	_, err := c.db.ExecContext(ctx,
+		`UPDATE seeds SET state = ?, dir = ?, pg_version = ?, databases = ?, superuser = ?, ready_at = ? WHERE id = ?`,
+		s.State, s.Dir, s.PGVersion, joinList(s.Databases), s.Superuser, unixNano(s.ReadyAt), s.ID)
+	return err
+}
+
+// DeleteSeed removes one seed row.
+func (c *Catalog) DeleteSeed(ctx context.Context, id int64) error {
+	_, err := c.db.ExecContext(ctx, `DELETE FROM seeds WHERE id = ?`, id)
+	return err
+}
+
+// Seeds lists every seed, oldest first.
+func (c *Catalog) Seeds(ctx context.Context) ([]Seed, error) {
+	rows, err := c.db.QueryContext(ctx,
+		`SELECT id, source, generation, state, dir, pg_version, databases, superuser, created_at, ready_at FROM seeds ORDER BY id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Seed
+	for rows.Next() {
+		var s Seed
+		var dbs string
+		var created, ready int64
+		if err := rows.Scan(&s.ID, &s.Source, &s.Generation, &s.State, &s.Dir, &s.PGVersion, &dbs, &s.Superuser, &created, &ready); err != nil {
+			return nil, err
+		}
+		s.Databases = splitList(dbs)
+		s.CreatedAt, s.ReadyAt = fromNano(created), fromNano(ready)
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}

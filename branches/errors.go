@@ -1,0 +1,20 @@
+package branches
+
+import "errors"
+
+// Sentinel errors. Callers test them with errors.Is.
+var (
+	// ErrNotFound: no such branch or source.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: a branch or source of that name already exists.
+	ErrExists = errors.New("already exists")
+	// ErrNotReady: the branch did not become ready before the caller's deadline; its
+	// creation or wake goes on.
+	ErrNotReady = errors.New("branch is still starting")
+	// ErrBusy: the operation needs the branch to have no sessions.
+	ErrBusy = errors.New("branch has open sessions")
+	// ErrClosed: the manager is shutting down.
+	ErrClosed = errors.New("shutting down")
+	// ErrInvalid: a request that can never succeed (bad name, unknown option value).
+	ErrInvalid = errors.New("invalid request")
+)

@@ -1,0 +1,373 @@
+package branches
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/overlay"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/seed"
+	"go.uber.org/zap"
+)
+
+// Copy-on-write modes a branch server can run in.
+const (
+	CowLazyRW = "lazyrw" // the shim is loaded: reads never copy a file up
+	CowEager  = "eager"  // plain OverlayFS: opening a file read-write copies it up
+)
+
+// startOp starts fn as b's operation, detached from any caller's context. m.mu must
+// be held and b.op must be nil.
+func (m *Manager) startOp(b *branch, what string, fn func(ctx context.Context) error) *op {
+	o := &op{what: what, done: make(chan struct{})}
+	b.op = o
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CreateTimeout)
+		defer cancel()
+		err := fn(ctx)
+		m.mu.Lock()
+		o.err = err
+		if b.op == o {
+			b.op = nil
+		}
+		m.mu.Unlock()
+		close(o.done)
+	}()
+	return o
+}
+
+// do runs fn as an operation on the branch k once any operation in flight has ended,
+// and waits for it. check, if set, runs under the lock first and can refuse.
+func (m *Manager) do(ctx context.Context, k key, what string, check func(*branch) error, fn func(context.Context, *branch) error) error {
+	for {
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			return ErrClosed
+		}
+		b := m.branches[k]
+		if b == nil {
+			m.mu.Unlock()
+			return fmt.Errorf("branch %q of source %q: %w", k.name, k.source, ErrNotFound)
+		}
+		if o := b.op; o != nil {
+			m.mu.Unlock()
+			if err := wait(ctx, o); err != nil && ctx.Err() != nil {
+				return err
+			}
+			continue
+		}
+		if check != nil {
+			if err := check(b); err != nil {
+				m.mu.Unlock()
+				return err
+			}
+		}
+		o := m.startOp(b, what, func(ctx context.Context) error { return fn(ctx, b) })
+		m.mu.Unlock()
+		return wait(ctx, o)
+	}
+}
+
+// wait waits for o, returning its error, or ctx's.
+func wait(ctx context.Context, o *op) error {
+	select {
+	case <-o.done:
+		return o.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// save writes b's record with the changes made by mutate, logging a transition when
+// the state changes. Only the goroutine running b's operation calls it.
+func (m *Manager) save(ctx context.Context, b *branch, reason string, mutate func(*catalog.Branch)) error {
+	m.mu.Lock()
+	rec := b.rec
+	m.mu.Unlock()
+	prev := rec.State
+	mutate(&rec)
+	if rec.State != prev {
+		rec.StateAt = m.now()
+	}
+	if err := m.cat.UpdateBranch(context.WithoutCancel(ctx), rec, reason); err != nil {
+		return fmt.Errorf("record branch %q: %w", rec.Name, err)
+	}
+	m.mu.Lock()
+	rec.LastUsedAt = b.rec.LastUsedAt // sessions update it concurrently
+	b.rec = rec
+	m.mu.Unlock()
+	if rec.State != prev {
+		m.log.Info("branch state", zap.String("source", rec.Source), zap.String("branch", rec.Name),
+			zap.String("from", string(prev)), zap.String("to", string(rec.State)), zap.String("reason", reason))
+	}
+	return nil
+}
+
+// create makes the branch's directories, mounts it and starts its server. On failure
+// everything it did is undone and the name is free again.
+func (m *Manager) create(ctx context.Context, b *branch, reason string) (err error) {
+	start := time.Now()
+	m.mu.Lock()
+	rec := b.rec
+	m.mu.Unlock()
+	rec.State, rec.CreatedAt, rec.StateAt, rec.LastUsedAt = catalog.Creating, m.now(), m.now(), m.now()
+	id, err := m.cat.InsertBranch(context.WithoutCancel(ctx), rec, reason)
+	if err != nil {
+		m.forget(b)
+		return fmt.Errorf("record new branch: %w", err)
+	}
+	rec.ID = id
+	m.mu.Lock()
+	b.rec = rec
+	m.mu.Unlock()
+	defer func() {
+		if err != nil {
+			m.rollbackCreate(b, err)
+		}
+	}()
+	l := m.layoutOf(id)
+	if err := os.Mkdir(l.dir, 0o711); err != nil {
+		return fmt.Errorf("make branch directory: %w", err)
+	}
+	if err := m.startServer(ctx, b); err != nil {
+		return err
+	}
+	ms := time.Since(start).Milliseconds()
+	m.mu.Lock()
+	b.rec.CreateMS = ms
+	m.mu.Unlock()
+	if err := m.save(ctx, b, reason, func(r *catalog.Branch) { r.CreateMS = ms }); err != nil {
+		return err
+	}
+	m.log.Info("branch created", zap.String("source", rec.Source), zap.String("branch", rec.Name),
+		zap.Duration("took", time.Since(start)), zap.String("cow_mode", b.rec.CowMode))
+	return nil
+}
+
+func (m *Manager) rollbackCreate(b *branch, cause error) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.StopTimeout)
+	defer cancel()
+	m.mu.Lock()
+	inst, rec := b.inst, b.rec
+	b.inst = nil
+	m.mu.Unlock()
+	if inst != nil {
+		_ = inst.Stop(ctx)
+	}
+	l := m.layoutOf(rec.ID)
+	if err := overlay.Unmount(l.data); err != nil {
+		m.log.Error("roll back branch creation: unmount", zap.String("branch", rec.Name), zap.Error(err))
+		return // keep the row: reconcile will try again
+	}
+	os.RemoveAll(l.dir)
+	if err := m.cat.DeleteBranch(ctx, rec, "creation failed: "+cause.Error()); err != nil {
+		m.log.Error("roll back branch creation: catalog", zap.String("branch", rec.Name), zap.Error(err))
+	}
+	m.forget(b)
+}
+
+// forget drops b from the live map.
+func (m *Manager) forget(b *branch) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := key{b.rec.Source, b.rec.Name}
+	if m.branches[k] == b {
+		delete(m.branches, k)
+	}
+}
+
+// startServer mounts the branch if needed and starts its Postgres.
+func (m *Manager) startServer(ctx context.Context, b *branch) error {
+	m.mu.Lock()
+	rec := b.rec
+	m.mu.Unlock()
+	seedRec, err := m.seedByID(rec.SeedID)
+	if err != nil {
+		return err
+	}
+	if rec.State != catalog.Creating {
+		if err := m.save(ctx, b, "start", func(r *catalog.Branch) { r.State = catalog.Starting }); err != nil {
+			return err
+		}
+	}
+	l := m.layoutOf(rec.ID)
+	u := m.cfg.User
+	if mounted, err := overlay.IsMounted(l.data); err != nil {
+		return err
+	} else if !mounted {
+		if err := overlay.Mount(overlay.Layout{Lower: rec.Layers, Upper: l.upper, Work: l.work, Merged: l.data}, u.UID, u.GID); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(l.run, 0o700); err != nil {
+		return err
+	}
+	if err := os.Chown(l.run, u.UID, u.GID); err != nil {
+		return err
+	}
+	hba, ident, err := seed.WriteTrustHBA(l.dir)
+	if err != nil {
+		return err
+	}
+	// Reconcile has stopped every server of this state directory, and operations on a
+	// branch are serialised, so a lock file here is stale.
+	os.Remove(filepath.Join(l.data, "postmaster.pid"))
+	probe := filepath.Join(l.run, "lazyrw.active")
+	os.Remove(probe)
+	settings := seed.ServerSettings(hba, ident)
+	for k, v := range m.cfg.Settings {
+		settings[k] = v
+	}
+	spec := runtime.Spec{
+		Name:      "pgbranch-" + rec.Source + "-" + rec.Name,
+		Version:   seedRec.PGVersion,
+		DataDir:   l.data,
+		SocketDir: l.run,
+		LogFile:   l.log,
+		Settings:  settings,
+	}
+	if m.cfg.ShimPath != "" {
+		spec.Env = []string{"LD_PRELOAD=" + m.cfg.ShimPath, "LAZYRW_PROBE_FILE=" + probe}
+	}
+	inst, err := m.cfg.Runtime.Start(ctx, spec)
+	if err != nil {
+		return fmt.Errorf("start branch %q: %w", rec.Name, err)
+	}
+	mode := CowEager
+	if _, err := os.Stat(probe); err == nil {
+		mode = CowLazyRW
+	} else if m.cfg.ShimPath != "" {
+		m.log.Warn("lazyrw shim did not load; branch runs eager (reads copy files up)",
+			zap.String("branch", rec.Name), zap.String("shim", m.cfg.ShimPath))
+	}
+	m.mu.Lock()
+	b.inst = inst
+	m.mu.Unlock()
+	go m.watchExit(b, inst)
+	return m.save(ctx, b, "server ready", func(r *catalog.Branch) {
+		r.State, r.PID, r.CowMode, r.Error = catalog.Running, inst.PID(), mode, ""
+	})
+}
+
+// watchExit records a server that exits while the branch is meant to be running.
+func (m *Manager) watchExit(b *branch, inst runtime.Instance) {
+	<-inst.Done()
+	m.mu.Lock()
+	if b.inst != inst || b.op != nil || m.closed {
+		m.mu.Unlock()
+		return
+	}
+	b.inst = nil
+	o := m.startOp(b, "record exit", func(ctx context.Context) error {
+		l := m.layoutOf(b.rec.ID)
+		m.log.Error("branch server exited unexpectedly", zap.String("branch", b.rec.Name),
+			zap.String("log", runtime.LogTail(l.log, 3)))
+		if err := overlay.Unmount(l.data); err != nil {
+			return err
+		}
+		return m.save(ctx, b, "server exited", func(r *catalog.Branch) { r.State, r.PID = catalog.Stopped, 0 })
+	})
+	m.mu.Unlock()
+	<-o.done
+}
+
+// stopBranch stops the branch's server cleanly and unmounts it, keeping its data.
+func (m *Manager) stopBranch(ctx context.Context, b *branch, reason string) error {
+	m.mu.Lock()
+	inst, rec := b.inst, b.rec
+	m.mu.Unlock()
+	if rec.State == catalog.Stopped && inst == nil {
+		return nil
+	}
+	if err := m.save(ctx, b, reason, func(r *catalog.Branch) { r.State = catalog.Stopping }); err != nil {
+		return err
+	}
+	if inst != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StopTimeout)
+		err := inst.Stop(sctx)
+		cancel()
+		if err != nil {
+			m.log.Warn("branch server did not stop cleanly", zap.String("branch", rec.Name), zap.Error(err))
+		}
+		m.mu.Lock()
+		b.inst = nil
+		m.mu.Unlock()
+	}
+	l := m.layoutOf(rec.ID)
+	if err := overlay.Unmount(l.data); err != nil {
+		return err
+	}
+	owned, _ := overlay.AllocatedBytes(l.upper)
+	return m.save(ctx, b, reason, func(r *catalog.Branch) { r.State, r.PID, r.OwnedBytes = catalog.Stopped, 0, owned })
+}
+
+// resetBranch throws away the branch's writes, back to its base; a branch that was
+// running is started again.
+func (m *Manager) resetBranch(ctx context.Context, b *branch, reason string) error {
+	m.mu.Lock()
+	wasRunning := b.inst != nil
+	m.mu.Unlock()
+	if err := m.stopBranch(ctx, b, reason); err != nil {
+		return err
+	}
+	if err := m.save(ctx, b, reason, func(r *catalog.Branch) { r.State = catalog.Resetting }); err != nil {
+		return err
+	}
+	if err := m.clearUpper(b.rec.ID); err != nil {
+		return err
+	}
+	if err := m.save(ctx, b, reason, func(r *catalog.Branch) { r.State, r.OwnedBytes = catalog.Stopped, 0 }); err != nil {
+		return err
+	}
+	if wasRunning {
+		return m.startServer(ctx, b)
+	}
+	return nil
+}
+
+func (m *Manager) clearUpper(id int64) error {
+	l := m.layoutOf(id)
+	for _, d := range []string{l.upper, l.work} {
+		if err := os.RemoveAll(d); err != nil {
+			return fmt.Errorf("clear branch layer: %w", err)
+		}
+	}
+	return nil
+}
+
+// destroyBranch stops the branch, removes its directories and its catalog row.
+func (m *Manager) destroyBranch(ctx context.Context, b *branch, reason string) error {
+	if err := m.save(ctx, b, reason, func(r *catalog.Branch) { r.State = catalog.Destroying }); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	inst, rec := b.inst, b.rec
+	b.inst = nil
+	m.mu.Unlock()
+	if inst != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StopTimeout)
+		_ = inst.Stop(sctx)
+		cancel()
+	}
+	l := m.layoutOf(rec.ID)
+	if err := overlay.Unmount(l.data); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(l.dir); err != nil {
+		return fmt.Errorf("remove branch directory: %w", err)
+	}
+	if err := m.cat.DeleteBranch(context.WithoutCancel(ctx), rec, reason); err != nil {
+		return err
+	}
+	m.forget(b)
+	m.log.Info("branch destroyed", zap.String("source", rec.Source), zap.String("branch", rec.Name), zap.String("reason", reason))
+	return nil
+}
+
+var errNoSeed = errors.New("source has no ready seed")

@@ -1,0 +1,69 @@
+package branches
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/overlay"
+)
+
+// Info describes one branch, as `branch ls --json` prints it.
+type Info struct {
+	Name       string     `json:"name"`
+	Source     string     `json:"source"`
+	State      string     `json:"state"`
+	CowMode    string     `json:"cow_mode"`
+	OwnedBytes int64      `json:"owned_bytes"`
+	Sessions   int        `json:"sessions"`
+	Parent     string     `json:"parent,omitempty"`
+	Ephemeral  bool       `json:"ephemeral"`
+	TTL        string     `json:"ttl,omitempty"`
+	PID        int        `json:"pid,omitempty"`
+	CreateMS   int64      `json:"create_ms"`
+	Error      string     `json:"error,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	LastUsedAt time.Time  `json:"last_used_at"`
+	ExpiresAt  *time.Time `json:"expires_at"`
+}
+
+// List describes every branch, by source and name. Owned bytes are measured now.
+func (m *Manager) List() []Info {
+	m.mu.Lock()
+	out := make([]Info, 0, len(m.branches))
+	ids := make([]int64, 0, len(m.branches))
+	for _, b := range m.branches {
+		r := b.rec
+		info := Info{Name: r.Name, Source: r.Source, State: string(r.State), CowMode: r.CowMode, OwnedBytes: r.OwnedBytes,
+			Sessions: b.sessions, Parent: r.Parent, Ephemeral: r.Ephemeral, PID: r.PID, CreateMS: r.CreateMS,
+			Error: r.Error, CreatedAt: r.CreatedAt, LastUsedAt: r.LastUsedAt}
+		if b.op != nil && b.op.what == "create" {
+			info.State = "creating"
+		}
+		if r.TTL > 0 {
+			info.TTL = r.TTL.String()
+			if b.sessions == 0 {
+				exp := r.LastUsedAt.Add(r.TTL)
+				info.ExpiresAt = &exp
+			}
+		}
+		out = append(out, info)
+		ids = append(ids, r.ID)
+	}
+	m.mu.Unlock()
+	for i := range out {
+		if ids[i] == 0 {
+			continue
+		}
+		if n, err := overlay.AllocatedBytes(m.layoutOf(ids[i]).upper); err == nil {
+			out[i].OwnedBytes = n
+		}
+	}
+	slices.SortFunc(out, func(a, b Info) int {
+		if c := strings.Compare(a.Source, b.Source); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out
+}

@@ -1,0 +1,186 @@
+package branches
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/overlay"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/seed"
+	"github.com/pgbranchproxy/pgbranchproxy/router"
+	"go.uber.org/zap"
+)
+
+// Config configures a Manager.
+type Config struct {
+	// StateDir holds the catalog, seeds and branches. Required, absolute.
+	StateDir string
+	// Runtime runs branch servers. Required.
+	Runtime runtime.Runtime
+	// User owns branch data directories and runs their servers. Required.
+	User runtime.OSUser
+	// Builder builds seeds. Required.
+	Builder *seed.Builder
+	// ShimPath is the lazyrw library to preload into branch servers; "" runs them eager.
+	ShimPath string
+	// DefaultBranch is where a database name without "@" goes; "" refuses such names.
+	DefaultBranch string
+	// CreateTimeout bounds one creation or wake (default 2m); it is detached from
+	// the clients that wait for it.
+	CreateTimeout time.Duration
+	// StopTimeout bounds a clean shutdown of one server before it is forced (default 30s).
+	StopTimeout time.Duration
+	// Settings are extra Postgres settings for every branch server.
+	Settings map[string]string
+}
+
+// Manager finds, creates, wakes, stops, resets and destroys branches.
+// The zero value is not usable; call New. Safe for concurrent use.
+type Manager struct {
+	cfg Config
+	log *zap.Logger
+	cat *catalog.Catalog
+
+	mu       sync.Mutex
+	closed   bool
+	branches map[key]*branch
+	sources  map[string]*sourceState
+}
+
+type key struct{ source, name string }
+
+// branch is the live state of one branch. Every field is guarded by Manager.mu;
+// while op is set, only that operation changes rec and inst.
+type branch struct {
+	rec      catalog.Branch
+	inst     runtime.Instance
+	sessions int
+	op       *op
+}
+
+// op is one lifecycle operation in flight. done is closed when it ends; err is set before.
+type op struct {
+	what string
+	done chan struct{}
+	err  error
+}
+
+type sourceState struct {
+	src  catalog.Source
+	seed *catalog.Seed // the newest ready seed; nil while the first one builds
+}
+
+// New opens the catalog in cfg.StateDir, reconciles what a previous run left behind
+// and returns a ready Manager.
+func New(ctx context.Context, cfg Config, log *zap.Logger) (*Manager, error) {
+	if !filepath.IsAbs(cfg.StateDir) {
+		return nil, fmt.Errorf("state dir %q must be an absolute path", cfg.StateDir)
+	}
+	if err := overlay.ValidPath(cfg.StateDir); err != nil {
+		return nil, err
+	}
+	if cfg.Runtime == nil || cfg.Builder == nil {
+		return nil, errors.New("branches: Runtime and Builder are required")
+	}
+	if cfg.CreateTimeout <= 0 {
+		cfg.CreateTimeout = 2 * time.Minute
+	}
+	if cfg.StopTimeout <= 0 {
+		cfg.StopTimeout = 30 * time.Second
+	}
+	if cfg.DefaultBranch != "" && !router.ValidBranchName(cfg.DefaultBranch) {
+		return nil, fmt.Errorf("default branch %q is not a valid branch name", cfg.DefaultBranch)
+	}
+	if err := makeDirs(cfg.StateDir); err != nil {
+		return nil, err
+	}
+	cat, err := catalog.Open(filepath.Join(cfg.StateDir, "catalog.db"))
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{cfg: cfg, log: log, cat: cat, branches: map[key]*branch{}, sources: map[string]*sourceState{}}
+	if err := m.reconcile(ctx); err != nil {
+		cat.Close()
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	return m, nil
+}
+
+// makeDirs creates the state directory layout. The OS user Postgres runs as must be
+// able to traverse to branch data directories, but never to the seeds, which only
+// the overlay mounts (as root) read.
+func makeDirs(state string) error {
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{{state, 0o711}, {filepath.Join(state, "seeds"), 0o700}, {filepath.Join(state, "build"), 0o711}, {filepath.Join(state, "branches"), 0o711}} {
+		if err := os.MkdirAll(d.path, d.mode); err != nil {
+			return err
+		}
+		if err := os.Chmod(d.path, d.mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close stops every branch server cleanly and unmounts every branch. Sessions should
+// have been ended first; their servers are stopped regardless.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	m.closed = true
+	var pending []*op
+	for _, b := range m.branches {
+		if b.op != nil {
+			pending = append(pending, b.op)
+		}
+	}
+	m.mu.Unlock()
+	for _, o := range pending {
+		select {
+		case <-o.done:
+		case <-ctx.Done():
+		}
+	}
+	var wg sync.WaitGroup
+	m.mu.Lock()
+	for _, b := range m.branches {
+		if b.inst == nil && b.rec.State != catalog.Running {
+			continue
+		}
+		b := b
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := m.stopBranch(ctx, b, "server shutdown"); err != nil {
+				m.log.Error("stop branch at shutdown", zap.String("branch", b.rec.Name), zap.Error(err))
+			}
+		}()
+	}
+	m.mu.Unlock()
+	wg.Wait()
+	return m.cat.Close()
+}
+
+func (m *Manager) branchDir(id int64) string {
+	return filepath.Join(m.cfg.StateDir, "branches", fmt.Sprint(id))
+}
+
+// layout is where a branch's directories are.
+type layout struct {
+	dir, upper, work, data, run, log string
+}
+
+func (m *Manager) layoutOf(id int64) layout {
+	d := m.branchDir(id)
+	return layout{dir: d, upper: filepath.Join(d, "upper"), work: filepath.Join(d, "work"),
+		data: filepath.Join(d, "data"), run: filepath.Join(d, "run"), log: filepath.Join(d, "postgres.log")}
+}
+
+func (m *Manager) now() time.Time { return time.Now().UTC() }

@@ -1,0 +1,142 @@
+package branches
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/overlay"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
+	"go.uber.org/zap"
+)
+
+// reconcile repairs what a crash or kill left behind, before anything is served:
+// servers still running on this state directory are stopped, its mounts removed,
+// half-built seeds and half-created branches rolled back, interrupted destroys and
+// resets finished, and running branches recorded as stopped (the next connection
+// wakes them).
+func (m *Manager) reconcile(ctx context.Context) error {
+	strays, err := runtime.FindPostmasters(m.cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	for _, s := range strays {
+		m.log.Warn("stopping server left running by a previous run", zap.Int("pid", s.PID), zap.String("data_dir", s.DataDir))
+		sctx, cancel := context.WithTimeout(ctx, m.cfg.StopTimeout)
+		err := runtime.StopStray(sctx, s.PID)
+		cancel()
+		if err != nil {
+			m.log.Warn("stray server", zap.Int("pid", s.PID), zap.Error(err))
+		}
+	}
+	mounts, err := overlay.MountsUnder(m.cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	for _, mp := range mounts {
+		m.log.Info("unmounting mount left by a previous run", zap.String("mount", mp))
+		if err := overlay.Unmount(mp); err != nil {
+			return err
+		}
+	}
+	if err := m.reconcileSeeds(ctx); err != nil {
+		return err
+	}
+	branches, err := m.cat.Branches(ctx)
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, rec := range branches {
+		b := &branch{rec: rec}
+		l := m.layoutOf(rec.ID)
+		known[strconv.FormatInt(rec.ID, 10)] = true
+		switch rec.State {
+		case catalog.Creating:
+			os.RemoveAll(l.dir)
+			if err := m.cat.DeleteBranch(ctx, rec, "reconcile: creation interrupted"); err != nil {
+				return err
+			}
+			m.log.Info("rolled back interrupted creation", zap.String("branch", rec.Name))
+			continue
+		case catalog.Destroying:
+			os.RemoveAll(l.dir)
+			if err := m.cat.DeleteBranch(ctx, rec, "reconcile: finished interrupted destroy"); err != nil {
+				return err
+			}
+			continue
+		case catalog.Resetting:
+			if err := m.clearUpper(rec.ID); err != nil {
+				return err
+			}
+			rec.OwnedBytes = 0
+			fallthrough
+		case catalog.Running, catalog.Starting, catalog.Stopping:
+			reason := fmt.Sprintf("reconcile: was %s when the previous run ended", rec.State)
+			rec.State, rec.PID, rec.StateAt = catalog.Stopped, 0, m.now()
+			if err := m.cat.UpdateBranch(ctx, rec, reason); err != nil {
+				return err
+			}
+			b.rec = rec
+		}
+		m.branches[key{rec.Source, rec.Name}] = b
+	}
+	// Directories no branch owns are leftovers of a creation whose row never landed.
+	entries, _ := os.ReadDir(filepath.Join(m.cfg.StateDir, "branches"))
+	for _, e := range entries {
+		if !known[e.Name()] {
+			m.log.Info("removing orphan branch directory", zap.String("dir", e.Name()))
+			os.RemoveAll(filepath.Join(m.cfg.StateDir, "branches", e.Name()))
+		}
+	}
+	return nil
+}
+
+// reconcileSeeds drops seeds that never finished building (and sources left with
+// none), and loads the newest ready seed of each source.
+func (m *Manager) reconcileSeeds(ctx context.Context) error {
+	sources, err := m.cat.Sources(ctx)
+	if err != nil {
+		return err
+	}
+	seeds, err := m.cat.Seeds(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range sources {
+		m.sources[s.Name] = &sourceState{src: s}
+	}
+	for _, sd := range seeds {
+		if sd.State != catalog.SeedReady {
+			m.log.Info("removing seed whose build was interrupted", zap.String("source", sd.Source), zap.Int("generation", sd.Generation))
+			os.RemoveAll(m.buildDir(sd))
+			os.RemoveAll(filepath.Dir(m.seedDir(sd)))
+			if err := m.cat.DeleteSeed(ctx, sd.ID); err != nil {
+				return err
+			}
+			continue
+		}
+		if st := m.sources[sd.Source]; st != nil {
+			sd := sd
+			st.seed = &sd // seeds come oldest first: the last ready one wins
+		}
+	}
+	for name, st := range m.sources {
+		if st.seed == nil {
+			m.log.Info("removing source whose first seed never finished", zap.String("source", name))
+			if err := m.cat.DeleteSource(ctx, name); err != nil {
+				return err
+			}
+			os.RemoveAll(filepath.Join(m.cfg.StateDir, "seeds", name))
+			delete(m.sources, name)
+		}
+	}
+	entries, _ := os.ReadDir(filepath.Join(m.cfg.StateDir, "build"))
+	for _, e := range entries {
+		os.RemoveAll(filepath.Join(m.cfg.StateDir, "build", e.Name()))
+	}
+	return nil
+}

@@ -1,0 +1,217 @@
+package seed
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
+	"go.uber.org/zap"
+)
+
+// Kinds of source.
+const (
+	KindSQL     = "sql"
+	KindURL     = "url"
+	KindDataDir = "datadir"
+	KindEmpty   = "empty"
+)
+
+// Superuser is the bootstrap superuser name initdb is given for seeds this package
+// creates.
+const Superuser = "postgres"
+
+// Request describes one seed to build.
+type Request struct {
+	Kind     string
+	SQLFile  string // KindSQL: the file to run
+	Database string // KindSQL: the database to create and run it in
+	URL      string // KindURL: a replication-capable connection string
+	DataDir  string // KindDataDir: a stopped cluster to copy
+	Version  string // major version for KindSQL and KindEmpty; "" for the default binaries
+
+	// Dir is the data directory to create. Its parent must be traversable by the
+	// runtime's OS user; Dir must not exist yet.
+	Dir string
+	// Progress, if set, receives one human-readable line per step.
+	Progress func(string)
+}
+
+// Result is what a built seed holds.
+type Result struct {
+	PGVersion string
+	Databases []string // databases that accept connections
+	Superuser string
+}
+
+// Builder builds seeds with a process runtime. Safe for concurrent use on distinct Dirs.
+type Builder struct {
+	rt  *runtime.Process
+	log *zap.Logger
+}
+
+// NewBuilder returns a Builder.
+func NewBuilder(rt *runtime.Process, log *zap.Logger) *Builder {
+	return &Builder{rt: rt, log: log}
+}
+
+// Build creates req.Dir from the source and settles it. On error the caller removes Dir.
+func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
+	progress := req.Progress
+	if progress == nil {
+		progress = func(string) {}
+	}
+	u := b.rt.User()
+	work := filepath.Dir(req.Dir)
+	if err := os.Mkdir(req.Dir, 0o700); err != nil {
+		return Result{}, err
+	}
+	if err := os.Chown(req.Dir, u.UID, u.GID); err != nil {
+		return Result{}, err
+	}
+	superuser := Superuser
+	switch req.Kind {
+	case KindEmpty, KindSQL:
+		progress("initdb")
+		if err := b.run(ctx, req.Version, "initdb", nil, progress,
+			"-D", req.Dir, "-U", Superuser, "-E", "UTF8", "--locale=C.UTF-8", "-A", "trust", "--no-instructions"); err != nil {
+			return Result{}, err
+		}
+	case KindURL:
+		progress("pg_basebackup from the source server")
+		if err := b.run(ctx, req.Version, "pg_basebackup", nil, progress,
+			"-d", req.URL, "-D", req.Dir, "-X", "stream", "-c", "fast", "--no-sync", "-P"); err != nil {
+			return Result{}, err
+		}
+		if su := urlUser(req.URL); su != "" {
+			superuser = su
+		}
+	case KindDataDir:
+		if _, err := os.Stat(filepath.Join(req.DataDir, "postmaster.pid")); err == nil {
+			return Result{}, fmt.Errorf("%s has a postmaster.pid: stop that server first (or use --from-url)", req.DataDir)
+		}
+		if _, err := runtime.DataDirVersion(req.DataDir); err != nil {
+			return Result{}, err
+		}
+		progress("copying " + req.DataDir)
+		if out, err := exec.CommandContext(ctx, "cp", "-a", "--reflink=auto", req.DataDir+"/.", req.Dir).CombinedOutput(); err != nil {
+			return Result{}, fmt.Errorf("copy data directory: %v: %s", err, strings.TrimSpace(string(out)))
+		}
+		if out, err := exec.CommandContext(ctx, "chown", "-R", fmt.Sprintf("%d:%d", u.UID, u.GID), req.Dir).CombinedOutput(); err != nil {
+			return Result{}, fmt.Errorf("chown data directory: %v: %s", err, strings.TrimSpace(string(out)))
+		}
+		if err := os.Chmod(req.Dir, 0o700); err != nil {
+			return Result{}, err
+		}
+	default:
+		return Result{}, fmt.Errorf("unknown source kind %q", req.Kind)
+	}
+	version, err := runtime.DataDirVersion(req.Dir)
+	if err != nil {
+		return Result{}, err
+	}
+	srv, err := startServer(ctx, b.rt, work, req.Dir, version)
+	if err != nil {
+		return Result{}, err
+	}
+	defer srv.stop()
+	if su, err := srv.findSuperuser(ctx, superuser); err != nil {
+		return Result{}, err
+	} else {
+		superuser = su
+	}
+	if req.Kind == KindSQL {
+		if err := b.loadSQL(ctx, srv, version, superuser, req, progress); err != nil {
+			return Result{}, err
+		}
+	}
+	dbs, err := srv.settle(ctx, superuser, progress)
+	if err != nil {
+		return Result{}, err
+	}
+	progress("clean shutdown")
+	if err := srv.stop(); err != nil {
+		return Result{}, err
+	}
+	progress("trimming WAL")
+	if err := b.trimWAL(ctx, req.Dir, version); err != nil {
+		return Result{}, err
+	}
+	cleanRuntimeFiles(req.Dir)
+	return Result{PGVersion: version, Databases: dbs, Superuser: superuser}, nil
+}
+
+// run runs a Postgres program as the OS user, sending its output lines to progress
+// and returning the last of them in the error.
+func (b *Builder) run(ctx context.Context, version, prog string, stdin io.Reader, progress func(string), args ...string) error {
+	cmd, err := b.rt.Command(ctx, version, prog, args...)
+	if err != nil {
+		return err
+	}
+	cmd.Stdin = stdin
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	var last []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(pr)
+		sc.Split(scanLinesOrCR)
+		for sc.Scan() {
+			line := strings.TrimSpace(sc.Text())
+			if line == "" {
+				continue
+			}
+			progress(prog + ": " + line)
+			last = append(last, line)
+			if len(last) > 5 {
+				last = last[1:]
+			}
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	err = cmd.Run()
+	pw.Close()
+	<-done
+	if err != nil {
+		return fmt.Errorf("%s failed (%v): %s", prog, err, strings.Join(last, "; "))
+	}
+	return nil
+}
+
+// scanLinesOrCR splits on \n or \r, so progress meters that redraw a line are seen.
+func scanLinesOrCR(data []byte, atEOF bool) (int, []byte, error) {
+	for i, c := range data {
+		if c == '\n' || c == '\r' {
+			return i + 1, data[:i], nil
+		}
+	}
+	if atEOF && len(data) > 0 {
+		return len(data), data, nil
+	}
+	return 0, nil, nil
+}
+
+func (b *Builder) loadSQL(ctx context.Context, srv *server, version, superuser string, req Request, progress func(string)) error {
+	f, err := os.Open(req.SQLFile)
+	if err != nil {
+		return fmt.Errorf("open SQL file: %w", err)
+	}
+	defer f.Close()
+	if err := srv.exec(ctx, superuser, "postgres", "CREATE DATABASE "+quoteIdent(req.Database)); err != nil {
+		return fmt.Errorf("create database %q: %w", req.Database, err)
+	}
+	progress("loading " + filepath.Base(req.SQLFile) + " into " + req.Database)
+	return b.run(ctx, version, "psql", f, func(string) {},
+		"-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", srv.sockDir, "-U", superuser, "-d", req.Database, "-f", "-")
+}
+
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+var errNotShutDown = errors.New("cluster was not shut down cleanly")

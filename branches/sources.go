@@ -1,0 +1,248 @@
+package branches
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/seed"
+	"github.com/pgbranchproxy/pgbranchproxy/router"
+	"go.uber.org/zap"
+)
+
+// SourceRequest describes a source to add.
+type SourceRequest struct {
+	Name     string
+	Kind     string // seed.KindSQL, KindURL, KindDataDir or KindEmpty
+	SQLFile  string
+	Database string // for KindSQL; default: Name
+	URL      string
+	DataDir  string
+}
+
+// SourceInfo describes one source and its current seed.
+type SourceInfo struct {
+	Name       string    `json:"name"`
+	Kind       string    `json:"kind"`
+	Generation int       `json:"generation"`
+	PGVersion  string    `json:"pg_version"`
+	Databases  []string  `json:"databases"`
+	Branches   int       `json:"branches"`
+	CreatedAt  time.Time `json:"created_at"`
+	SeededAt   time.Time `json:"seeded_at"`
+}
+
+// AddSource records a source and builds and settles its first seed, reporting steps
+// to progress. It returns when the seed is ready.
+func (m *Manager) AddSource(ctx context.Context, req SourceRequest, progress func(string)) (SourceInfo, error) {
+	if !router.ValidBranchName(req.Name) {
+		return SourceInfo{}, fmt.Errorf("%w: source name %q: use 1-63 characters of a-z, 0-9 and '-'", ErrInvalid, req.Name)
+	}
+	spec := ""
+	switch req.Kind {
+	case seed.KindSQL:
+		if req.Database == "" {
+			req.Database = req.Name
+		}
+		abs, err := filepath.Abs(req.SQLFile)
+		if err != nil {
+			return SourceInfo{}, err
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return SourceInfo{}, fmt.Errorf("%w: SQL file: %v", ErrInvalid, err)
+		}
+		req.SQLFile, spec = abs, abs
+	case seed.KindURL:
+		spec = req.URL
+	case seed.KindDataDir:
+		spec = req.DataDir
+	case seed.KindEmpty:
+	default:
+		return SourceInfo{}, fmt.Errorf("%w: unknown source kind %q", ErrInvalid, req.Kind)
+	}
+	now := m.now()
+	src := catalog.Source{Name: req.Name, Kind: req.Kind, Spec: spec, DefaultDatabase: req.Database, CreatedAt: now}
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return SourceInfo{}, ErrClosed
+	}
+	if err := m.cat.AddSource(ctx, src); err != nil {
+		if errors.Is(err, catalog.ErrExists) {
+			return SourceInfo{}, fmt.Errorf("source %q: %w", req.Name, ErrExists)
+		}
+		return SourceInfo{}, err
+	}
+	sd, err := m.buildSeed(ctx, src, req, progress)
+	if err != nil {
+		if derr := m.cat.DeleteSource(context.WithoutCancel(ctx), src.Name); derr != nil {
+			m.log.Error("remove failed source", zap.Error(derr))
+		}
+		return SourceInfo{}, err
+	}
+	m.mu.Lock()
+	m.sources[src.Name] = &sourceState{src: src, seed: &sd}
+	m.mu.Unlock()
+	return m.sourceInfo(src.Name), nil
+}
+
+// buildSeed builds a new seed generation of src in the build area and moves it under
+// seeds/ once settled.
+func (m *Manager) buildSeed(ctx context.Context, src catalog.Source, req SourceRequest, progress func(string)) (catalog.Seed, error) {
+	sd, err := m.cat.AddSeed(ctx, catalog.Seed{Source: src.Name, CreatedAt: m.now()})
+	if err != nil {
+		return catalog.Seed{}, err
+	}
+	work := m.buildDir(sd)
+	final := m.seedDir(sd)
+	cleanup := func() {
+		os.RemoveAll(work)
+		os.RemoveAll(filepath.Dir(final))
+		m.cat.DeleteSeed(context.WithoutCancel(ctx), sd.ID)
+	}
+	if err := os.MkdirAll(work, 0o711); err != nil {
+		cleanup()
+		return catalog.Seed{}, err
+	}
+	start := time.Now()
+	res, err := m.cfg.Builder.Build(ctx, seed.Request{
+		Kind: req.Kind, SQLFile: req.SQLFile, Database: req.Database, URL: req.URL, DataDir: req.DataDir,
+		Dir: filepath.Join(work, "data"), Progress: progress,
+	})
+	if err != nil {
+		cleanup()
+		return catalog.Seed{}, fmt.Errorf("build seed of %q: %w", src.Name, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(final), 0o700); err != nil {
+		cleanup()
+		return catalog.Seed{}, err
+	}
+	if err := os.Rename(filepath.Join(work, "data"), final); err != nil {
+		cleanup()
+		return catalog.Seed{}, err
+	}
+	os.RemoveAll(work)
+	sd.State, sd.Dir, sd.PGVersion, sd.Databases, sd.Superuser, sd.ReadyAt = catalog.SeedReady, final, res.PGVersion, res.Databases, res.Superuser, m.now()
+	if err := m.cat.UpdateSeed(ctx, sd); err != nil {
+		cleanup()
+		return catalog.Seed{}, err
+	}
+	m.log.Info("seed ready", zap.String("source", src.Name), zap.Int("generation", sd.Generation),
+		zap.String("pg_version", sd.PGVersion), zap.Strings("databases", sd.Databases), zap.Duration("took", time.Since(start)))
+	progress(fmt.Sprintf("seed generation %d ready in %s", sd.Generation, time.Since(start).Round(time.Millisecond)))
+	return sd, nil
+}
+
+func (m *Manager) buildDir(sd catalog.Seed) string {
+	return filepath.Join(m.cfg.StateDir, "build", fmt.Sprintf("%s-g%d", sd.Source, sd.Generation))
+}
+
+// seedDir is the settled data directory of sd. Its parent is root-only: nothing but
+// the overlay mounts reads it.
+func (m *Manager) seedDir(sd catalog.Seed) string {
+	return filepath.Join(m.cfg.StateDir, "seeds", sd.Source, fmt.Sprintf("g%d", sd.Generation), "data")
+}
+
+// RemoveSource deletes a source and its seeds. It refuses while branches of it exist.
+func (m *Manager) RemoveSource(ctx context.Context, name string) error {
+	m.mu.Lock()
+	if m.sources[name] == nil {
+		m.mu.Unlock()
+		return fmt.Errorf("source %q: %w", name, ErrNotFound)
+	}
+	n := 0
+	for k := range m.branches {
+		if k.source == name {
+			n++
+		}
+	}
+	if n > 0 {
+		m.mu.Unlock()
+		return fmt.Errorf("source %q has %d branches: destroy them first: %w", name, n, ErrBusy)
+	}
+	delete(m.sources, name)
+	m.mu.Unlock()
+	if err := m.cat.DeleteSource(ctx, name); err != nil {
+		return err
+	}
+	return os.RemoveAll(filepath.Join(m.cfg.StateDir, "seeds", name))
+}
+
+// Sources lists the sources.
+func (m *Manager) Sources() []SourceInfo {
+	m.mu.Lock()
+	names := make([]string, 0, len(m.sources))
+	for n := range m.sources {
+		names = append(names, n)
+	}
+	m.mu.Unlock()
+	slices.Sort(names)
+	out := make([]SourceInfo, 0, len(names))
+	for _, n := range names {
+		out = append(out, m.sourceInfo(n))
+	}
+	return out
+}
+
+func (m *Manager) sourceInfo(name string) SourceInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.sources[name]
+	if s == nil {
+		return SourceInfo{Name: name}
+	}
+	info := SourceInfo{Name: name, Kind: s.src.Kind, CreatedAt: s.src.CreatedAt}
+	if s.seed != nil {
+		info.Generation, info.PGVersion, info.Databases, info.SeededAt = s.seed.Generation, s.seed.PGVersion, s.seed.Databases, s.seed.ReadyAt
+	}
+	for k := range m.branches {
+		if k.source == name {
+			info.Branches++
+		}
+	}
+	return info
+}
+
+// routerSources is the routing view of the sources that have a ready seed.
+func (m *Manager) routerSources() []router.Source {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]router.Source, 0, len(m.sources))
+	for n, s := range m.sources {
+		rs := router.Source{Name: n}
+		if s.seed != nil {
+			rs.Databases = s.seed.Databases
+		}
+		out = append(out, rs)
+	}
+	return out
+}
+
+// seedByID finds a seed generation (branches keep theirs after a refresh).
+func (m *Manager) seedByID(id int64) (catalog.Seed, error) {
+	m.mu.Lock()
+	for _, s := range m.sources {
+		if s.seed != nil && s.seed.ID == id {
+			sd := *s.seed
+			m.mu.Unlock()
+			return sd, nil
+		}
+	}
+	m.mu.Unlock()
+	seeds, err := m.cat.Seeds(context.Background())
+	if err != nil {
+		return catalog.Seed{}, err
+	}
+	for _, s := range seeds {
+		if s.ID == id && s.State == catalog.SeedReady {
+			return s, nil
+		}
+	}
+	return catalog.Seed{}, fmt.Errorf("seed %d: %w", id, errNoSeed)
+}

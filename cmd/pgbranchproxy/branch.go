@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/admin"
+	"github.com/pgbranchproxy/pgbranchproxy/branches"
+	"github.com/spf13/cobra"
+)
+
+func newBranch(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "branch", Short: "Manage branches"}
+	cmd.AddCommand(newBranchLs(g), newBranchCreate(g),
+		branchAction(g, "reset", "Throw a branch's writes away, back to its base", http.MethodPost, "/reset"),
+		branchAction(g, "stop", "Stop a branch's server, keeping its data", http.MethodPost, "/stop"),
+		branchAction(g, "destroy", "Destroy a branch and its data", http.MethodDelete, ""))
+	return cmd
+}
+
+func newBranchLs(g *globalFlags) *cobra.Command {
+	var asJSON, usage bool
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List branches",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out []branches.Info
+			if err := newClient(g).call(cmd.Context(), http.MethodGet, "/v1/branches", nil, &out); err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(os.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(out)
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			hdr := "SOURCE\tNAME\tSTATE\tCOW\tSESSIONS\tLAST USED"
+			if usage {
+				hdr += "\tOWNED MiB"
+			}
+			fmt.Fprintln(tw, hdr)
+			for _, b := range out {
+				line := fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s", b.Source, b.Name, b.State, b.CowMode, b.Sessions, ago(b.LastUsedAt))
+				if usage {
+					line += fmt.Sprintf("\t%.1f", float64(b.OwnedBytes)/(1<<20))
+				}
+				fmt.Fprintln(tw, line)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&usage, "usage", false, "show the MiB each branch owns")
+	return cmd
+}
+
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return time.Since(t).Round(time.Second).String() + " ago"
+}
+
+func newBranchCreate(g *globalFlags) *cobra.Command {
+	var req admin.CreateBranch
+	cmd := &cobra.Command{
+		Use:   "create NAME [--source S] [--from PARENT]",
+		Short: "Create a branch now instead of on first connect",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Name = args[0]
+			start := time.Now()
+			if err := newClient(g).call(cmd.Context(), http.MethodPost, "/v1/branches", req, nil); err != nil {
+				return err
+			}
+			fmt.Printf("branch %s ready in %s\n", req.Name, time.Since(start).Round(time.Millisecond))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&req.Source, "source", "", "source to branch (default: the only one)")
+	cmd.Flags().StringVar(&req.From, "from", "", "parent branch (default: the seed)")
+	return cmd
+}
+
+func branchAction(g *globalFlags, verb, short, method, suffix string) *cobra.Command {
+	var source string
+	cmd := &cobra.Command{
+		Use:   verb + " NAME [--source S]",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := "/v1/branches/" + url.PathEscape(args[0]) + suffix
+			if source != "" {
+				path += "?source=" + url.QueryEscape(source)
+			}
+			return newClient(g).call(cmd.Context(), method, path, nil, nil)
+		},
+	}
+	cmd.Flags().StringVar(&source, "source", "", "source of the branch (when the name exists in several)")
+	return cmd
+}

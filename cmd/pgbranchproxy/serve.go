@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/admin"
+	"github.com/pgbranchproxy/pgbranchproxy/branches"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/seed"
+	"github.com/pgbranchproxy/pgbranchproxy/proxy"
+	"github.com/pgbranchproxy/pgbranchproxy/router"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+type serveFlags struct {
+	listen         string
+	auth           string
+	pgBin          string
+	pgUser         string
+	shim           string
+	lazyrw         string
+	defaultBranch  string
+	startupTimeout time.Duration
+	createTimeout  time.Duration
+	grace          time.Duration
+	logFormat      string
+	logLevel       string
+	pgSettings     []string
+}
+
+func newServe(g *globalFlags) *cobra.Command {
+	f := &serveFlags{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the proxy in the foreground",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return serve(g, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:6432", "address clients connect to")
+	fl.StringVar(&f.auth, "auth", "trust", "client authentication at the proxy: trust")
+	fl.StringVar(&f.pgBin, "pg-bin", "", "directory of the PostgreSQL server binaries (default: pg_config's, else /usr/lib/postgresql/<major>/bin)")
+	fl.StringVar(&f.pgUser, "pg-user", "postgres", "unprivileged OS user that runs branch servers")
+	fl.StringVar(&f.shim, "shim", "", "path of liblazyrw.so (default: next to this binary)")
+	fl.StringVar(&f.lazyrw, "lazyrw", "on", "load the lazyrw shim so reads never copy files up: on or off")
+	fl.StringVar(&f.defaultBranch, "default-branch", "main", "branch for a database name without @BRANCH (empty: refuse such names)")
+	fl.DurationVar(&f.startupTimeout, "startup-timeout", 60*time.Second, "how long a client waits for its branch to be created or woken before 57P03")
+	fl.DurationVar(&f.createTimeout, "create-timeout", 2*time.Minute, "bound on one branch creation or wake")
+	fl.DurationVar(&f.grace, "grace", 10*time.Second, "on SIGTERM, how long sessions may go on before they are closed")
+	fl.StringVar(&f.logFormat, "log-format", "console", "log format: console or json")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fl.StringArrayVar(&f.pgSettings, "pg-setting", nil, "NAME=VALUE setting for every branch server (repeatable)")
+	return cmd
+}
+
+func newLogger(format, level string) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	var cfg zap.Config
+	switch format {
+	case "json":
+		cfg = zap.NewProductionConfig()
+	case "console":
+		cfg = zap.NewDevelopmentConfig()
+		cfg.Development = false
+		cfg.DisableStacktrace = true
+	default:
+		return nil, fmt.Errorf("--log-format must be console or json, not %q", format)
+	}
+	cfg.Level = zap.NewAtomicLevelAt(lvl)
+	cfg.OutputPaths, cfg.ErrorOutputPaths = []string{"stderr"}, []string{"stderr"}
+	return cfg.Build()
+}
+
+func serve(g *globalFlags, f *serveFlags) error {
+	if os.Geteuid() != 0 {
+		return errors.New("serve must run as root: it mounts OverlayFS and starts Postgres as --pg-user")
+	}
+	if f.auth != "trust" {
+		return fmt.Errorf("--auth %q: only trust is available in this version", f.auth)
+	}
+	if f.lazyrw != "on" && f.lazyrw != "off" {
+		return fmt.Errorf("--lazyrw must be on or off, not %q", f.lazyrw)
+	}
+	settings := map[string]string{}
+	for _, s := range f.pgSettings {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("--pg-setting %q: want NAME=VALUE", s)
+		}
+		settings[k] = v
+	}
+	stateDir, err := filepath.Abs(g.stateDir)
+	if err != nil {
+		return err
+	}
+	user, err := runtime.LookupUser(f.pgUser)
+	if err != nil {
+		return err
+	}
+	bins := runtime.Binaries{Dir: f.pgBin}
+	if _, err := bins.Find(""); err != nil {
+		return err
+	}
+	if err := checkTraversable(stateDir, user); err != nil {
+		return err
+	}
+	log, err := newLogger(f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+	if err := os.MkdirAll(stateDir, 0o711); err != nil {
+		return err
+	}
+	shim := ""
+	if f.lazyrw == "on" {
+		if shim, err = installShim(f.shim, stateDir); err != nil {
+			return err
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	rt := runtime.NewProcess(bins, user, log.Named("runtime"))
+	mgr, err := branches.New(ctx, branches.Config{
+		StateDir:      stateDir,
+		Runtime:       rt,
+		User:          user,
+		Builder:       seed.NewBuilder(rt, log.Named("seed")),
+		ShimPath:      shim,
+		DefaultBranch: f.defaultBranch,
+		CreateTimeout: f.createTimeout,
+		Settings:      settings,
+	}, log.Named("branches"))
+	if err != nil {
+		return err
+	}
+
+	adminSock := filepath.Join(stateDir, "admin.sock")
+	os.Remove(adminSock)
+	adminLn, err := net.Listen("unix", adminSock)
+	if err != nil {
+		mgr.Close(context.Background())
+		return fmt.Errorf("admin socket: %w", err)
+	}
+	os.Chmod(adminSock, 0o600)
+	adminSrv := &http.Server{Handler: admin.Handler(mgr, nil, log.Named("admin")), ReadHeaderTimeout: 10 * time.Second}
+	go adminSrv.Serve(adminLn)
+
+	px, err := proxy.New(proxy.Config{DefaultBranch: f.defaultBranch, AcquireTimeout: f.startupTimeout},
+		branchesAdapter{mgr}, log.Named("proxy"))
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		adminSrv.Close()
+		mgr.Close(context.Background())
+		return fmt.Errorf("listen on %s: %w", f.listen, err)
+	}
+	log.Info("pgbranchproxy ready", zap.String("listen", ln.Addr().String()), zap.String("state_dir", stateDir),
+		zap.String("admin", adminSock), zap.Bool("lazyrw", shim != ""))
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- px.Serve(ctx, ln) }()
+
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+		log.Error("proxy stopped", zap.Error(err))
+		stop()
+	}
+	log.Info("shutting down", zap.Duration("grace", f.grace))
+	graceCtx, cancel := context.WithTimeout(context.Background(), f.grace)
+	px.Shutdown(graceCtx)
+	cancel()
+	closeCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if cerr := mgr.Close(closeCtx); cerr != nil {
+		log.Error("close branches", zap.Error(cerr))
+	}
+	adminSrv.Close()
+	os.Remove(adminSock)
+	log.Info("stopped")
+	return err
+}
+
+// branchesAdapter gives the proxy the small interface it declares.
+type branchesAdapter struct{ m *branches.Manager }
+
+func (a branchesAdapter) Acquire(ctx context.Context, r router.Route) (proxy.Lease, error) {
+	l, err := a.m.Acquire(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// installShim copies the lazyrw library into the state directory, where the
+// Postgres user can always read it, and returns that path.
+func installShim(path, stateDir string) (string, error) {
+	if path == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", err
+		}
+		path = filepath.Join(filepath.Dir(exe), "liblazyrw.so")
+	}
+	src, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("lazyrw shim: %w (build it with make, pass --shim, or run with --lazyrw=off)", err)
+	}
+	defer src.Close()
+	lib := filepath.Join(stateDir, "lib")
+	if err := os.MkdirAll(lib, 0o755); err != nil {
+		return "", err
+	}
+	dst := filepath.Join(lib, "liblazyrw.so")
+	tmp := dst + ".tmp"
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(out, src); err != nil {
+		out.Close()
+		return "", err
+	}
+	if err := out.Close(); err != nil {
+		return "", err
+	}
+	// Rename, never overwrite in place: running servers have the old file mapped.
+	return dst, os.Rename(tmp, dst)
+}
+
+// checkTraversable makes sure user can reach directories under dir: every existing
+// ancestor must be searchable by it.
+func checkTraversable(dir string, u runtime.OSUser) error {
+	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if err == nil {
+			sys := st.Sys().(*syscall.Stat_t)
+			mode := st.Mode().Perm()
+			ok := mode&0o001 != 0 || (int(sys.Uid) == u.UID && mode&0o100 != 0) || (int(sys.Gid) == u.GID && mode&0o010 != 0)
+			if !ok {
+				return fmt.Errorf("%s is not searchable by OS user %s, which must reach the branch data directories under --state-dir: chmod o+x %s or choose another --state-dir", p, u.Name, p)
+			}
+		}
+		if p == "/" {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/seed"
+	"github.com/spf13/cobra"
+)
+
+func newSource(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "source", Short: "Manage sources (the seeded databases branches are made from)"}
+	cmd.AddCommand(newSourceAdd(g), newSourceLs(g), newSourceRm(g))
+	return cmd
+}
+
+func newSourceAdd(g *globalFlags) *cobra.Command {
+	var req branches.SourceRequest
+	var empty bool
+	cmd := &cobra.Command{
+		Use:   "add NAME (--from-sql FILE [--database DB] | --from-url URL | --from-datadir PATH | --empty)",
+		Short: "Add a source and build its settled seed; returns when it is ready",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Name = args[0]
+			n := 0
+			for _, set := range []bool{req.SQLFile != "", req.URL != "", req.DataDir != "", empty} {
+				if set {
+					n++
+				}
+			}
+			if n != 1 {
+				return errors.New("give exactly one of --from-sql, --from-url, --from-datadir or --empty")
+			}
+			switch {
+			case req.SQLFile != "":
+				req.Kind = seed.KindSQL
+				abs, err := filepath.Abs(req.SQLFile)
+				if err != nil {
+					return err
+				}
+				req.SQLFile = abs
+			case req.URL != "":
+				req.Kind = seed.KindURL
+			case req.DataDir != "":
+				req.Kind = seed.KindDataDir
+				abs, err := filepath.Abs(req.DataDir)
+				if err != nil {
+					return err
+				}
+				req.DataDir = abs
+			default:
+				req.Kind = seed.KindEmpty
+			}
+			start := time.Now()
+			p, err := newClient(g).stream(cmd.Context(), "/v1/sources", req, func(line string) {
+				fmt.Fprintf(os.Stderr, "  %6.1fs  %s\n", time.Since(start).Seconds(), line)
+			})
+			if err != nil {
+				return err
+			}
+			s := p.Source
+			fmt.Printf("source %s ready: PostgreSQL %s, databases %s, seeded in %s\n",
+				s.Name, s.PGVersion, strings.Join(s.Databases, ", "), time.Since(start).Round(time.Millisecond))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&req.SQLFile, "from-sql", "", "initdb a cluster and run this SQL file (ON_ERROR_STOP) in --database")
+	cmd.Flags().StringVar(&req.Database, "database", "", "database the SQL file runs in (default: the source name)")
+	cmd.Flags().StringVar(&req.URL, "from-url", "", "pg_basebackup from this server (the role needs REPLICATION)")
+	cmd.Flags().StringVar(&req.DataDir, "from-datadir", "", "copy this stopped cluster's data directory")
+	cmd.Flags().BoolVar(&empty, "empty", false, "an empty cluster (initdb)")
+	return cmd
+}
+
+func newSourceLs(g *globalFlags) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List sources",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out []branches.SourceInfo
+			if err := newClient(g).call(cmd.Context(), http.MethodGet, "/v1/sources", nil, &out); err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(os.Stdout).Encode(out)
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tKIND\tGENERATION\tPG\tDATABASES\tBRANCHES")
+			for _, s := range out {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\n", s.Name, s.Kind, s.Generation, s.PGVersion, strings.Join(s.Databases, ","), s.Branches)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newSourceRm(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm NAME",
+		Short: "Remove a source that has no branches",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return newClient(g).call(cmd.Context(), http.MethodDelete, "/v1/sources/"+args[0], nil, nil)
+		},
+	}
+}

@@ -1,0 +1,96 @@
+package proxy
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/pgbranchproxy/pgbranchproxy/branches"
+	"github.com/pgbranchproxy/pgbranchproxy/router"
+)
+
+// SQLSTATE codes the proxy sends.
+const (
+	codeInvalidDatabase   = "3D000" // invalid_catalog_name
+	codeCannotConnectNow  = "57P03"
+	codeTooMany           = "53300"
+	codeDiskFull          = "53100"
+	codeAdminShutdown     = "57P01"
+	codeProtocolViolation = "08P01"
+	codeInvalidPassword   = "28P01"
+	codeFeatureNotSupp    = "0A000"
+	codeInvalidParameter  = "22023"
+	codeObjectInUse       = "55006"
+	codeInternal          = "XX000"
+)
+
+// clientError is what a client is told about a failure, and the id that ties an
+// internal error's log line to the client's Detail.
+type clientError struct {
+	code, message, detail, hint string
+	id                          string // set for internal errors: log it
+}
+
+// errProtocol marks a client that broke the protocol.
+var errProtocol = errors.New("protocol violation")
+
+// errNotSupported marks a request the proxy deliberately does not serve.
+var errNotSupported = errors.New("not supported")
+
+// classify is the one mapping from internal errors to what a client sees. Internal
+// details (paths, process ids, wrapped causes) never reach the client: they get an
+// error id that the log line carries too.
+func classify(err error) clientError {
+	var re *router.Error
+	switch {
+	case errors.As(err, &re):
+		code := codeInvalidDatabase
+		if errors.Is(err, router.ErrInvalidOption) {
+			code = codeInvalidParameter
+		}
+		return clientError{code: code, message: re.Message, hint: re.Hint}
+	case errors.Is(err, errProtocol):
+		return clientError{code: codeProtocolViolation, message: err.Error()}
+	case errors.Is(err, errNotSupported):
+		return clientError{code: codeFeatureNotSupp, message: err.Error()}
+	case errors.Is(err, branches.ErrNotReady):
+		return clientError{code: codeCannotConnectNow, message: "the branch is still starting up", hint: "try again in a moment"}
+	case errors.Is(err, branches.ErrNotFound):
+		return clientError{code: codeInvalidDatabase, message: "no such source or branch"}
+	case errors.Is(err, branches.ErrClosed):
+		return clientError{code: codeAdminShutdown, message: "the proxy is shutting down"}
+	case errors.Is(err, branches.ErrBusy):
+		return clientError{code: codeObjectInUse, message: "the branch is in use by other sessions"}
+	case errors.Is(err, branches.ErrInvalid):
+		return clientError{code: codeInvalidParameter, message: "invalid branch request"}
+	}
+	id := newErrorID()
+	return clientError{code: codeInternal, message: "could not prepare the branch", detail: "error id " + id, id: id}
+}
+
+func newErrorID() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// writeError sends a FATAL ErrorResponse.
+func writeError(w io.Writer, ce clientError) error {
+	msg := &pgproto3.ErrorResponse{
+		Severity:            "FATAL",
+		SeverityUnlocalized: "FATAL",
+		Code:                ce.code,
+		Message:             ce.message,
+		Detail:              ce.detail,
+		Hint:                ce.hint,
+	}
+	buf, err := msg.Encode(nil)
+	if err != nil {
+		return fmt.Errorf("encode error response: %w", err)
+	}
+	_, err = w.Write(buf)
+	return err
+}

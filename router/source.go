@@ -1,0 +1,84 @@
+package router
+
+import (
+	"slices"
+	"strings"
+)
+
+// Source is what the router knows about one source: its name and the databases its
+// cluster has. The zero value is a source with no name and no databases.
+type Source struct {
+	Name      string   // the source's name, as pgbranch.source gives it
+	Databases []string // the databases in the source's cluster
+}
+
+// ResolveSource picks the source for route r and returns its name:
+//
+//   - r.Options.Source if set, which must be one of sources (else ErrUnknownSource);
+//   - else the one source whose Databases contain r.Database;
+//   - else the only source, if there is exactly one (its Postgres then reports a
+//     missing database itself);
+//   - else ErrAmbiguousSource when several sources have the database, or
+//     ErrUnknownDatabase when none has it.
+//
+// With no sources at all it returns ErrNoSources. Errors are *Error whose Hint lists
+// the candidate source names, sorted.
+func ResolveSource(r Route, sources []Source) (string, error) {
+	if len(sources) == 0 {
+		return "", &Error{
+			Err:     ErrNoSources,
+			Message: "no sources are configured",
+			Hint:    "add a source to pgbranchproxy before connecting",
+		}
+	}
+	if r.Options.Source != "" {
+		for _, s := range sources {
+			if s.Name == r.Options.Source {
+				return s.Name, nil
+			}
+		}
+		return "", &Error{
+			Err:     ErrUnknownSource,
+			Message: "source " + quote(r.Options.Source) + " does not exist",
+			Hint:    "known sources: " + sourceNames(sources),
+		}
+	}
+	var having []Source
+	for _, s := range sources {
+		if slices.Contains(s.Databases, r.Database) {
+			having = append(having, s)
+		}
+	}
+	switch {
+	case len(having) == 1:
+		return having[0].Name, nil
+	case len(sources) == 1:
+		return sources[0].Name, nil
+	case len(having) > 1:
+		return "", &Error{
+			Err:     ErrAmbiguousSource,
+			Message: "database " + quote(r.Database) + " exists in several sources",
+			Hint:    "choose one with -c " + OptSource + "=NAME; candidates: " + sourceNames(having),
+		}
+	default:
+		return "", &Error{
+			Err:     ErrUnknownDatabase,
+			Message: "database " + quote(r.Database) + " does not exist in any source",
+			Hint:    "sources: " + sourceNames(sources),
+		}
+	}
+}
+
+// sourceNames lists the names of sources, sorted, without duplicates, quoted.
+func sourceNames(sources []Source) string {
+	names := make([]string, 0, len(sources))
+	for _, s := range sources {
+		names = append(names, s.Name)
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	for i, n := range names {
+		names[i] = quote(n)
+	}
+	return strings.Join(names, ", ")
+}
