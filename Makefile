@@ -1,0 +1,46 @@
+# pgbranchproxy: see README.md. `make help` lists the targets.
+GO      ?= go
+BIN     := bin
+PKGS    := ./...
+FUZZ_TIME ?= 30s
+
+.PHONY: help build shim test test-short run bench fuzz lint deps clean
+
+help: ## this list
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+build: shim ## build bin/pgbranchproxy and bin/liblazyrw.so
+	$(GO) build -o $(BIN)/pgbranchproxy ./cmd/pgbranchproxy
+	cp shim/liblazyrw.so $(BIN)/liblazyrw.so
+
+shim: ## build the lazyrw LD_PRELOAD shim
+	$(MAKE) -C shim all
+
+deps: ## install what the tests and benchmarks need (Debian packages), if missing
+	@./scripts/deps.sh
+
+test: deps build ## the whole suite: shim C tests, then go test ./... (needs root)
+	$(MAKE) -C shim test
+	$(GO) test -count=1 -timeout 20m $(PKGS)
+
+test-short: ## unit tests only
+	$(GO) test -short -count=1 $(PKGS)
+
+run: build ## start serve with a demo source and print the psql line to try
+	./scripts/run-demo.sh
+
+bench: deps build ## side-by-side benchmarks (BENCH_QUICK=1 for a short run)
+	$(GO) run ./bench
+
+fuzz: ## run every fuzz target for FUZZ_TIME each
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_TIME) ./router
+	$(GO) test -run '^$$' -fuzz '^FuzzStartup$$' -fuzztime $(FUZZ_TIME) ./proxy
+
+lint: ## gofmt, go vet, staticcheck when installed
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet $(PKGS)
+	@if command -v staticcheck >/dev/null; then staticcheck $(PKGS); fi
+
+clean: ## remove build output
+	rm -rf $(BIN)
+	$(MAKE) -C shim clean

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the tests and benchmarks use when they are missing.
+set -euo pipefail
+need=()
+command -v /usr/lib/postgresql/15/bin/postgres >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
+command -v psql >/dev/null || need+=(postgresql-client)
+command -v cc >/dev/null || need+=(gcc)
+command -v valgrind >/dev/null || need+=(valgrind)
+command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
+command -v pgbouncer >/dev/null || need+=(pgbouncer)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing: ${need[*]}"
+  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
