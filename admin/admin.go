@@ -21,6 +21,7 @@ type Manager interface {
 	Reset(ctx context.Context, source, name string) error
 	Destroy(ctx context.Context, source, name string) error
 	Stop(ctx context.Context, source, name string) error
+	Info() branches.ServerInfo
 }
 
 // Handler returns the API's HTTP handler. metrics, if set, serves /metrics.
@@ -31,6 +32,7 @@ func Handler(m Manager, metrics http.Handler, log *zap.Logger) http.Handler {
 	if metrics != nil {
 		mux.Handle("GET /metrics", metrics)
 	}
+	mux.HandleFunc("GET /v1/info", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, m.Info()) })
 	mux.HandleFunc("GET /v1/sources", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, m.Sources()) })
 	mux.HandleFunc("POST /v1/sources", a.addSource)
 	mux.HandleFunc("DELETE /v1/sources/{name}", func(w http.ResponseWriter, r *http.Request) {

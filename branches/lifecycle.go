@@ -303,7 +303,7 @@ func (m *Manager) stopBranch(ctx context.Context, b *branch, reason string) erro
 	if err := overlay.Unmount(l.data); err != nil {
 		return err
 	}
-	owned, _ := overlay.AllocatedBytes(l.upper)
+	owned, _ := m.usage.Owned(l.upper)
 	return m.save(ctx, b, reason, func(r *catalog.Branch) { r.State, r.PID, r.OwnedBytes = catalog.Stopped, 0, owned })
 }
 

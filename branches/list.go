@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pgbranchproxy/pgbranchproxy/branches/overlay"
 )
 
 // Info describes one branch, as `branch ls --json` prints it.
@@ -55,7 +54,7 @@ func (m *Manager) List() []Info {
 		if ids[i] == 0 {
 			continue
 		}
-		if n, err := overlay.AllocatedBytes(m.layoutOf(ids[i]).upper); err == nil {
+		if n, err := m.usage.Owned(m.layoutOf(ids[i]).upper); err == nil {
 			out[i].OwnedBytes = n
 		}
 	}

@@ -47,6 +47,8 @@ type Manager struct {
 	log *zap.Logger
 	cat *catalog.Catalog
 
+	usage overlay.Usage
+
 	mu       sync.Mutex
 	closed   bool
 	branches map[key]*branch
@@ -109,6 +111,14 @@ func New(ctx context.Context, cfg Config, log *zap.Logger) (*Manager, error) {
 		cat.Close()
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
+	mode, err := overlay.ProbeCopyUp(filepath.Join(cfg.StateDir, "probe"))
+	if err != nil {
+		cat.Close()
+		return nil, fmt.Errorf("probe OverlayFS copy-up under %s: %w", cfg.StateDir, err)
+	}
+	m.usage = overlay.Usage{Mode: mode}
+	log.Info("copy-up probe", zap.String("mode", mode), zap.String("owned_bytes", map[string]string{
+		overlay.CopyUpCopy: "allocated blocks of each upper layer", overlay.CopyUpClone: "exclusive extents of each upper layer"}[mode]))
 	return m, nil
 }
 
@@ -184,3 +194,15 @@ func (m *Manager) layoutOf(id int64) layout {
 }
 
 func (m *Manager) now() time.Time { return time.Now().UTC() }
+
+// ServerInfo describes how this manager runs branches.
+type ServerInfo struct {
+	StateDir   string `json:"state_dir"`
+	CopyUpMode string `json:"copy_up_mode"` // "copy" or "clone"
+	LazyRW     bool   `json:"lazyrw"`       // the shim is configured (each branch reports what it got)
+}
+
+// Info describes how this manager runs branches.
+func (m *Manager) Info() ServerInfo {
+	return ServerInfo{StateDir: m.cfg.StateDir, CopyUpMode: m.usage.Mode, LazyRW: m.cfg.ShimPath != ""}
+}

@@ -84,7 +84,7 @@ func TestSkeleton(t *testing.T) {
 			t.Fatalf("psql: %q %v\n%s", out, err, s.logs())
 		}
 		b, ok := s.branches()["feature-x"]
-		if !ok || b.State != "running" || b.Source != "shop" || b.CreateMS <= 0 {
+		if !ok || b.State != "running" || b.Source != "shop" || b.CreateMS <= 0 || b.CowMode != "lazyrw" {
 			t.Fatalf("branch after first connect: %+v", b)
 		}
 		if !strings.Contains(s.logs(), `"branch created"`) && !strings.Contains(s.logs(), "branch created") {

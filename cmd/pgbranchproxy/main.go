@@ -36,7 +36,7 @@ func newRoot() *cobra.Command {
 		},
 	}
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "/var/lib/pgbranchproxy", "directory holding the catalog, seeds, branches and admin.sock")
-	root.AddCommand(newServe(g), newSource(g), newBranch(g))
+	root.AddCommand(newServe(g), newSource(g), newBranch(g), newInfo(g))
 	return root
 }
 
