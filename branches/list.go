@@ -4,7 +4,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
 )
 
 // Info describes one branch, as `branch ls --json` prints it.
