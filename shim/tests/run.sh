@@ -9,12 +9,13 @@ set -eu
 MODE=${1:-all}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 SHIM=$HERE/liblazyrw.so
-TBIN=$HERE/tests/t_lazyrw
+TBIN=$HERE/tests/bin/t_lazyrw
+TBIN64=$HERE/tests/bin/t_lazyrw64
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 PGUSER_OS=${PGUSER_OS:-postgres}
 
 [ "$(id -u)" = 0 ] || { echo "run.sh: needs root to mount OverlayFS" >&2; exit 1; }
-[ -f "$SHIM" ] && [ -x "$TBIN" ] || { echo "run.sh: build first (make -C shim test)" >&2; exit 1; }
+[ -f "$SHIM" ] && [ -x "$TBIN" ] && [ -x "$TBIN64" ] || { echo "run.sh: build first (make -C shim test)" >&2; exit 1; }
 
 TMP=$(mktemp -d /tmp/lazyrw-test.XXXXXX)
 chmod 0711 "$TMP"
@@ -56,15 +57,17 @@ fail() { echo "FAIL $*"; FAILED=1; }
 
 CASES="read sync pwrite writes truncate nonrel dup errno abs replaced cwd race fork"
 
-# c_suite NAME RUNNER...: every case on a fresh overlay; RUNNER is empty or valgrind.
+# c_suite NAME BIN [RUNNER...]: every case on a fresh overlay; RUNNER is
+# empty or valgrind.
 c_suite() {
-	name=$1; shift
+	name=$1 bin=$2
+	shift 2
 	mount_overlay "$name" "$TMP/lower"
 	M=$TMP/$name/merged U=$TMP/$name/upper
 	out=$TMP/$name.out
 	: >"$out"
 	for c in $CASES; do
-		env LD_PRELOAD="$SHIM" LAZYRW_STATS=1 "$@" "$TBIN" "$M" "$U" "$c" \
+		env LD_PRELOAD="$SHIM" LAZYRW_STATS=1 "$@" "$bin" "$M" "$U" "$c" \
 			>>"$out" 2>"$TMP/$name.$c.err" || fail "$name/$c (exit $?): $(cat "$TMP/$name.$c.err")"
 		# the shim's own counters prove which path a case took
 		stats=$(grep '^lazyrw: ' "$TMP/$name.$c.err" | tail -n 1)
@@ -79,11 +82,11 @@ c_suite() {
 		grep -v "$allow" "$TMP/$name.$c.err" | grep . && fail "$name/$c wrote to stderr"
 	done
 	P=$TMP/$name.probe
-	env LD_PRELOAD="$SHIM" LAZYRW_PROBE_FILE="$P" "$@" "$TBIN" "$M" "$U" noprobe >>"$out" ||
+	env LD_PRELOAD="$SHIM" LAZYRW_PROBE_FILE="$P" "$@" "$bin" "$M" "$U" noprobe >>"$out" ||
 		fail "$name/noprobe"
-	env LD_PRELOAD="$SHIM" LAZYRW_PROBE_FILE="$P" "$@" "$TBIN" "$M" "$U" probe >>"$out" ||
+	env LD_PRELOAD="$SHIM" LAZYRW_PROBE_FILE="$P" "$@" "$bin" "$M" "$U" probe >>"$out" ||
 		fail "$name/probe"
-	env LD_PRELOAD="$SHIM" LAZYRW_PROBE_FILE="$P.off" LAZYRW_DISABLE=1 "$@" "$TBIN" "$M" "$U" \
+	env LD_PRELOAD="$SHIM" LAZYRW_PROBE_FILE="$P.off" LAZYRW_DISABLE=1 "$@" "$bin" "$M" "$U" \
 		disabled >>"$out" || fail "$name/disabled"
 	umount "$M"
 	echo "== C tests ($name): $(grep -c '^ok ' "$out") ok, $(grep -c '^skip ' "$out") skipped"
@@ -94,9 +97,10 @@ run_c() {
 	mkdir -p "$TMP/lower"
 	"$TBIN" setup "$TMP/lower"
 	chmod -R a+rX "$TMP/lower"
-	c_suite plain
+	c_suite plain "$TBIN"
+	c_suite lfs+fortify "$TBIN64"
 	if command -v valgrind >/dev/null 2>&1; then
-		c_suite valgrind valgrind -q --error-exitcode=1 --leak-check=full
+		c_suite valgrind "$TBIN" valgrind -q --error-exitcode=1 --leak-check=full
 	else
 		echo "== valgrind not installed: skipped"
 	fi
@@ -113,6 +117,15 @@ pgctl() {
 
 run_pg() {
 	[ -x "$PGBIN/postgres" ] || { echo "== Postgres smoke: no $PGBIN/postgres, skipped"; return; }
+	# Every I/O name this postgres binary imports that the shim must see.
+	imports=$(nm -D --undefined-only "$PGBIN/postgres" | awk '{ sub(/@.*/, "", $2); print $2 }' |
+		grep -xE '(__)?open(at)?(64)?(_2)?|close(_range|from)?|dup[23]?|fcntl(64)?|(p?writev?|pwritev)(64)?(v?2)?|f?truncate(64)?|(posix_)?fallocate(64)?|copy_file_range' |
+		tr '\n' ' ')
+	for s in $imports; do
+		nm -D --defined-only "$SHIM" | grep -q " $s\$" || fail "pg: postgres imports $s; the shim does not define it"
+	done
+	echo "ok pg: postgres imports, all interposed: $imports"
+
 	D=$TMP/pg
 	mkdir -p "$D/lower" "$D/run"
 	chown "$PGUSER_OS" "$D/lower" "$D/run"
