@@ -109,8 +109,14 @@ func (m *Manager) newBranchLocked(k key, route router.Route) (*branch, error) {
 		TTL:       route.Options.TTL,
 		Ephemeral: route.Options.Ephemeral,
 	}
-	if route.Options.From != "" {
-		return nil, fmt.Errorf("%w: branching from another branch (pgbranch.from) is not supported yet", ErrInvalid)
+	if from := route.Options.From; from != "" {
+		if from == k.name {
+			return nil, fmt.Errorf("%w: branch %q cannot be its own parent", ErrInvalid, from)
+		}
+		if m.branches[key{k.source, from}] == nil {
+			return nil, fmt.Errorf("parent branch %q of source %q: %w", from, k.source, ErrNotFound)
+		}
+		rec.Parent = from
 	}
 	return &branch{rec: rec}, nil
 }

@@ -135,6 +135,11 @@ func (m *Manager) create(ctx context.Context, b *branch, reason string) (err err
 	if err := os.Mkdir(l.dir, 0o711); err != nil {
 		return fmt.Errorf("make branch directory: %w", err)
 	}
+	if rec.Parent != "" {
+		if err := m.fork(ctx, b, rec.Parent); err != nil {
+			return err
+		}
+	}
 	if err := m.startServer(ctx, b); err != nil {
 		return err
 	}
@@ -170,6 +175,7 @@ func (m *Manager) rollbackCreate(b *branch, cause error) {
 		m.log.Error("roll back branch creation: catalog", zap.String("branch", rec.Name), zap.Error(err))
 	}
 	m.forget(b)
+	m.collectLayers(ctx)
 }
 
 // forget drops b from the live map.
@@ -366,6 +372,7 @@ func (m *Manager) destroyBranch(ctx context.Context, b *branch, reason string) e
 		return err
 	}
 	m.forget(b)
+	m.collectLayers(ctx)
 	m.log.Info("branch destroyed", zap.String("source", rec.Source), zap.String("branch", rec.Name), zap.String("reason", reason))
 	return nil
 }

@@ -244,6 +244,17 @@ func (s *server) connect(t testing.TB, db string, extra ...string) *pgx.Conn {
 	return c
 }
 
+// connectErr tries to connect and returns the error, closing any connection.
+func (s *server) connectErr(db string, extra ...string) (*pgx.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, s.dsn(db, extra...))
+	if err == nil {
+		c.Close(ctx)
+	}
+	return nil, err
+}
+
 // psql runs psql against the proxy and returns its unaligned output.
 func (s *server) psql(t testing.TB, db, sql string) (string, error) {
 	t.Helper()
