@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
 	"go.uber.org/zap"
@@ -21,6 +22,7 @@ type Manager interface {
 	Reset(ctx context.Context, source, name string) error
 	Destroy(ctx context.Context, source, name string) error
 	Stop(ctx context.Context, source, name string) error
+	Set(ctx context.Context, source, name string, s branches.Settings) error
 	Info() branches.ServerInfo
 }
 
@@ -45,6 +47,14 @@ func Handler(m Manager, metrics http.Handler, log *zap.Logger) http.Handler {
 	})
 	mux.HandleFunc("POST /v1/branches/{name}/stop", func(w http.ResponseWriter, r *http.Request) {
 		a.result(w, m.Stop(r.Context(), r.URL.Query().Get("source"), r.PathValue("name")))
+	})
+	mux.HandleFunc("PATCH /v1/branches/{name}", func(w http.ResponseWriter, r *http.Request) {
+		var s branches.Settings
+		if err := json.NewDecoder(r.Body).Decode(&s); err != nil {
+			writeJSON(w, http.StatusBadRequest, Error{Error: "invalid JSON: " + err.Error()})
+			return
+		}
+		a.result(w, m.Set(r.Context(), r.URL.Query().Get("source"), r.PathValue("name"), s))
 	})
 	mux.HandleFunc("DELETE /v1/branches/{name}", func(w http.ResponseWriter, r *http.Request) {
 		a.result(w, m.Destroy(r.Context(), r.URL.Query().Get("source"), r.PathValue("name")))
@@ -71,9 +81,12 @@ type Progress struct {
 
 // CreateBranch is the body of POST /v1/branches.
 type CreateBranch struct {
-	Name   string `json:"name"`
-	Source string `json:"source,omitempty"`
-	From   string `json:"from,omitempty"`
+	Name      string        `json:"name"`
+	Source    string        `json:"source,omitempty"`
+	From      string        `json:"from,omitempty"`
+	TTL       time.Duration `json:"ttl,omitempty"`
+	Quota     int64         `json:"quota,omitempty"`
+	Ephemeral bool          `json:"ephemeral,omitempty"`
 }
 
 func (a *api) addSource(w http.ResponseWriter, r *http.Request) {
@@ -112,7 +125,8 @@ func (a *api) createBranch(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, Error{Error: "invalid JSON: " + err.Error()})
 		return
 	}
-	a.result(w, a.m.Create(r.Context(), req.Name, branches.CreateOptions{Source: req.Source, From: req.From}))
+	a.result(w, a.m.Create(r.Context(), req.Name, branches.CreateOptions{Source: req.Source, From: req.From,
+		TTL: req.TTL, Quota: req.Quota, Ephemeral: req.Ephemeral}))
 }
 
 func (a *api) result(w http.ResponseWriter, err error) {
@@ -128,7 +142,7 @@ func (a *api) result(w http.ResponseWriter, err error) {
 		status = http.StatusConflict
 	case errors.Is(err, branches.ErrInvalid):
 		status = http.StatusBadRequest
-	case errors.Is(err, branches.ErrClosed), errors.Is(err, branches.ErrNotReady):
+	case errors.Is(err, branches.ErrClosed), errors.Is(err, branches.ErrNotReady), errors.Is(err, branches.ErrDiskFull), errors.Is(err, branches.ErrTooMany):
 		status = http.StatusServiceUnavailable
 	}
 	if status == http.StatusInternalServerError {

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
+	"go.uber.org/zap"
 )
 
 // Lease is one session's hold on a running branch. While a Lease is held the branch
@@ -34,7 +36,11 @@ func (l *Lease) Release() {
 		l.m.mu.Lock()
 		l.b.sessions--
 		l.b.rec.LastUsedAt = l.m.now()
+		kick := l.b.sessions == 0 && (l.b.rec.Ephemeral || l.b.overQuota)
 		l.m.mu.Unlock()
+		if kick {
+			l.m.kickReaper()
+		}
 	})
 }
 
@@ -49,7 +55,7 @@ func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, erro
 		return nil, err
 	}
 	k := key{source, route.Branch}
-	created := false
+	created, resetDone := false, !route.Options.Reset
 	for {
 		m.mu.Lock()
 		if m.closed {
@@ -60,6 +66,17 @@ func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, erro
 		var o *op
 		switch {
 		case b == nil:
+			if err := m.checkBudgetLocked(ctx); err != nil {
+				m.mu.Unlock()
+				return nil, err
+			}
+			if victim, err := m.roomLocked(); err != nil {
+				m.mu.Unlock()
+				return nil, err
+			} else if victim != nil {
+				o = victim
+				break
+			}
 			nb, err := m.newBranchLocked(k, route)
 			if err != nil {
 				m.mu.Unlock()
@@ -67,17 +84,53 @@ func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, erro
 			}
 			m.branches[k] = nb
 			o = m.startOp(nb, "create", func(ctx context.Context) error { return m.create(ctx, nb, "first connection") })
-			created = true
+			created, resetDone = true, true
 		case b.op != nil:
 			o = b.op
+		case b.overQuota:
+			m.mu.Unlock()
+			return nil, m.quotaError(b)
+		case !resetDone:
+			if b.sessions > 0 {
+				m.mu.Unlock()
+				return nil, fmt.Errorf("%w: cannot reset branch %q: it has %d other sessions", ErrBusy, k.name, b.sessions)
+			}
+			resetDone = true
+			o = m.startOp(b, "reset", func(ctx context.Context) error {
+				start := time.Now()
+				err := m.resetBranch(ctx, b, "reset on connect")
+				if err == nil {
+					m.cfg.Metrics.action("reset", "on_connect")
+					m.cfg.Metrics.took("reset", time.Since(start))
+				}
+				return err
+			})
 		case b.rec.State == catalog.Running && b.inst != nil:
 			b.sessions++
+			b.hadSession = true
 			b.rec.LastUsedAt = m.now()
+			m.running.Get(k)
 			l := &Lease{m: m, b: b, socket: b.inst.SocketPath(), Source: source, Branch: route.Branch, Created: created}
 			m.mu.Unlock()
 			return l, nil
 		default:
-			o = m.startOp(b, "wake", func(ctx context.Context) error { return m.startServer(ctx, b) })
+			if victim, err := m.roomLocked(); err != nil {
+				m.mu.Unlock()
+				return nil, err
+			} else if victim != nil {
+				o = victim
+				break
+			}
+			o = m.startOp(b, "wake", func(ctx context.Context) error {
+				start := time.Now()
+				err := m.startServer(ctx, b)
+				if err == nil {
+					m.cfg.Metrics.action("wake", "connection")
+					m.cfg.Metrics.took("wake", time.Since(start))
+					m.log.Info("branch woken", zap.String("source", k.source), zap.String("branch", k.name), zap.Duration("took", time.Since(start)))
+				}
+				return err
+			})
 		}
 		m.mu.Unlock()
 		select {
@@ -89,6 +142,68 @@ func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, erro
 			return nil, fmt.Errorf("branch %q: %w (%v)", route.Branch, ErrNotReady, context.Cause(ctx))
 		}
 	}
+}
+
+// quotaError says what happens to a branch over its quota.
+func (m *Manager) quotaError(b *branch) error {
+	quota := b.rec.Quota
+	if quota == 0 {
+		quota = m.cfg.Policy.Quota
+	}
+	then := "it will be reset to its base when its last session ends"
+	if m.cfg.Policy.QuotaPolicy == QuotaRefuse {
+		then = "it refuses new sessions until it is reset or destroyed"
+	}
+	return fmt.Errorf("%w: branch %q owns %d MiB of its %d MiB quota; %s", ErrQuota, b.rec.Name,
+		b.rec.OwnedBytes>>20, quota>>20, then)
+}
+
+// roomLocked makes room for one more running branch under MaxRunning: it starts
+// stopping the least recently used idle one and returns that operation to wait for,
+// or ErrTooMany when every running branch has sessions. m.mu is held.
+func (m *Manager) roomLocked() (*op, error) {
+	limit := m.cfg.Policy.MaxRunning
+	if limit <= 0 {
+		return nil, nil
+	}
+	running := 0
+	for _, b := range m.branches {
+		if b.inst != nil || (b.op != nil && (b.op.what == "create" || b.op.what == "wake")) {
+			running++
+		}
+	}
+	if running < limit {
+		return nil, nil
+	}
+	for _, k := range m.running.Keys() { // least recently used first
+		b := m.branches[k]
+		if b == nil || b.op != nil || b.sessions > 0 || b.inst == nil {
+			continue
+		}
+		m.cfg.Metrics.action("evict", "max_running")
+		return m.startOp(b, "stop", func(ctx context.Context) error {
+			return m.stopBranch(ctx, b, "max running: least recently used idle branch")
+		}), nil
+	}
+	return nil, fmt.Errorf("%w: all %d running branches have sessions", ErrTooMany, limit)
+}
+
+// checkBudgetLocked refuses a new branch when the disk budget is spent, after one
+// reaper pass has tried to evict idle branches. m.mu is held; it is released and
+// retaken around the pass.
+func (m *Manager) checkBudgetLocked(ctx context.Context) error {
+	p := m.cfg.Policy
+	if p.DiskBudget <= 0 || m.ownedTotal+p.DiskReserve <= p.DiskBudget {
+		return nil
+	}
+	m.mu.Unlock()
+	m.reapPass(ctx)
+	m.mu.Lock()
+	if m.ownedTotal+p.DiskReserve <= p.DiskBudget {
+		return nil
+	}
+	return fmt.Errorf("%w: branches own %d MiB of the %d MiB budget (%d MiB reserved) and none can be evicted",
+		ErrDiskFull, m.ownedTotal>>20, p.DiskBudget>>20, p.DiskReserve>>20)
 }
 
 // newBranchLocked prepares the record of a branch about to be created. m.mu is held.
@@ -108,6 +223,7 @@ func (m *Manager) newBranchLocked(k key, route router.Route) (*branch, error) {
 		State:     catalog.Creating,
 		TTL:       route.Options.TTL,
 		Ephemeral: route.Options.Ephemeral,
+		Quota:     route.Options.Quota,
 	}
 	if from := route.Options.From; from != "" {
 		if from == k.name {
@@ -123,8 +239,11 @@ func (m *Manager) newBranchLocked(k key, route router.Route) (*branch, error) {
 
 // CreateOptions are the settings of a branch created through the admin API.
 type CreateOptions struct {
-	Source string // "" picks the only source
-	From   string // parent branch; "" for the seed
+	Source    string        // "" picks the only source
+	From      string        // parent branch; "" for the seed
+	TTL       time.Duration // 0: the server's default
+	Quota     int64         // 0: the server's default
+	Ephemeral bool
 }
 
 // Create creates a branch without a session and waits until it runs.
@@ -145,7 +264,8 @@ func (m *Manager) Create(ctx context.Context, name string, opts CreateOptions) e
 		m.mu.Unlock()
 		return fmt.Errorf("branch %q of source %q: %w", name, source, ErrExists)
 	}
-	nb, err := m.newBranchLocked(key{source, name}, router.Route{Branch: name, Options: router.Options{From: opts.From}})
+	nb, err := m.newBranchLocked(key{source, name}, router.Route{Branch: name,
+		Options: router.Options{From: opts.From, TTL: opts.TTL, Quota: opts.Quota, Ephemeral: opts.Ephemeral}})
 	if err != nil {
 		m.mu.Unlock()
 		return err
@@ -187,6 +307,37 @@ func (m *Manager) Stop(ctx context.Context, source, name string) error {
 	return m.do(ctx, key{source, name}, "stop", noSessions, func(ctx context.Context, b *branch) error {
 		return m.stopBranch(ctx, b, "admin stop")
 	})
+}
+
+// Settings are per-branch overrides of the lifecycle policy; nil fields stay as they are.
+type Settings struct {
+	TTL   *time.Duration `json:"ttl,omitempty"`
+	Quota *int64         `json:"quota,omitempty"`
+}
+
+// Set changes a branch's TTL or quota.
+func (m *Manager) Set(ctx context.Context, source, name string, s Settings) error {
+	source, err := m.sourceOfBranch(source, name)
+	if err != nil {
+		return err
+	}
+	if (s.TTL != nil && *s.TTL < 0) || (s.Quota != nil && *s.Quota < 0) {
+		return fmt.Errorf("%w: negative ttl or quota", ErrInvalid)
+	}
+	err = m.do(ctx, key{source, name}, "set", nil, func(ctx context.Context, b *branch) error {
+		return m.save(ctx, b, "admin set", func(r *catalog.Branch) {
+			if s.TTL != nil {
+				r.TTL = *s.TTL
+			}
+			if s.Quota != nil {
+				r.Quota = *s.Quota
+			}
+		})
+	})
+	if err == nil {
+		m.kickReaper()
+	}
+	return err
 }
 
 func noSessions(b *branch) error {

@@ -18,3 +18,13 @@ var (
 	// ErrInvalid: a request that can never succeed (bad name, unknown option value).
 	ErrInvalid = errors.New("invalid request")
 )
+
+// Resource errors.
+var (
+	// ErrQuota: the branch owns more than its quota and refuses new sessions.
+	ErrQuota = errors.New("branch is over its disk quota")
+	// ErrDiskFull: the disk budget is spent and nothing idle can be evicted.
+	ErrDiskFull = errors.New("disk budget exhausted")
+	// ErrTooMany: max-running branches all have sessions.
+	ErrTooMany = errors.New("too many running branches")
+)

@@ -150,6 +150,8 @@ func (m *Manager) create(ctx context.Context, b *branch, reason string) (err err
 	if err := m.save(ctx, b, reason, func(r *catalog.Branch) { r.CreateMS = ms }); err != nil {
 		return err
 	}
+	m.cfg.Metrics.action("create", "first_use")
+	m.cfg.Metrics.took("create", time.Since(start))
 	m.log.Info("branch created", zap.String("source", rec.Source), zap.String("branch", rec.Name),
 		zap.Duration("took", time.Since(start)), zap.String("cow_mode", b.rec.CowMode))
 	return nil
@@ -161,6 +163,7 @@ func (m *Manager) rollbackCreate(b *branch, cause error) {
 	m.mu.Lock()
 	inst, rec := b.inst, b.rec
 	b.inst = nil
+	m.running.Remove(key{rec.Source, rec.Name})
 	m.mu.Unlock()
 	if inst != nil {
 		_ = inst.Stop(ctx)
@@ -254,6 +257,7 @@ func (m *Manager) startServer(ctx context.Context, b *branch) error {
 	}
 	m.mu.Lock()
 	b.inst = inst
+	m.running.Add(key{rec.Source, rec.Name}, struct{}{})
 	m.mu.Unlock()
 	go m.watchExit(b, inst)
 	return m.save(ctx, b, "server ready", func(r *catalog.Branch) {
@@ -270,6 +274,7 @@ func (m *Manager) watchExit(b *branch, inst runtime.Instance) {
 		return
 	}
 	b.inst = nil
+	m.running.Remove(key{b.rec.Source, b.rec.Name})
 	o := m.startOp(b, "record exit", func(ctx context.Context) error {
 		l := m.layoutOf(b.rec.ID)
 		m.log.Error("branch server exited unexpectedly", zap.String("branch", b.rec.Name),
@@ -303,6 +308,7 @@ func (m *Manager) stopBranch(ctx context.Context, b *branch, reason string) erro
 		}
 		m.mu.Lock()
 		b.inst = nil
+		m.running.Remove(key{rec.Source, rec.Name})
 		m.mu.Unlock()
 	}
 	l := m.layoutOf(rec.ID)
@@ -355,6 +361,7 @@ func (m *Manager) destroyBranch(ctx context.Context, b *branch, reason string) e
 	m.mu.Lock()
 	inst, rec := b.inst, b.rec
 	b.inst = nil
+	m.running.Remove(key{rec.Source, rec.Name})
 	m.mu.Unlock()
 	if inst != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StopTimeout)

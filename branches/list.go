@@ -17,6 +17,8 @@ type Info struct {
 	Parent     string     `json:"parent,omitempty"`
 	Ephemeral  bool       `json:"ephemeral"`
 	TTL        string     `json:"ttl,omitempty"`
+	Quota      int64      `json:"quota,omitempty"`
+	OverQuota  bool       `json:"over_quota,omitempty"`
 	PID        int        `json:"pid,omitempty"`
 	CreateMS   int64      `json:"create_ms"`
 	Error      string     `json:"error,omitempty"`
@@ -34,14 +36,27 @@ func (m *Manager) List() []Info {
 		r := b.rec
 		info := Info{Name: r.Name, Source: r.Source, State: string(r.State), CowMode: r.CowMode, OwnedBytes: r.OwnedBytes,
 			Sessions: b.sessions, Parent: r.Parent, Ephemeral: r.Ephemeral, PID: r.PID, CreateMS: r.CreateMS,
-			Error: r.Error, CreatedAt: r.CreatedAt, LastUsedAt: r.LastUsedAt}
+			Error: r.Error, CreatedAt: r.CreatedAt, LastUsedAt: r.LastUsedAt, OverQuota: b.overQuota}
+		info.Quota = r.Quota
+		if info.Quota == 0 {
+			info.Quota = m.cfg.Policy.Quota
+		}
 		if b.op != nil && b.op.what == "create" {
 			info.State = "creating"
 		}
-		if r.TTL > 0 {
-			info.TTL = r.TTL.String()
+		ttl := r.TTL
+		if ttl == 0 {
+			ttl = m.cfg.Policy.TTL
+		}
+		if ttl > 0 {
+			info.TTL = ttl.String()
 			if b.sessions == 0 {
-				exp := r.LastUsedAt.Add(r.TTL)
+				exp := r.LastUsedAt.Add(ttl)
+				info.ExpiresAt = &exp
+			}
+		}
+		if p := m.cfg.Policy.MaxAge; p > 0 {
+			if exp := r.CreatedAt.Add(p); info.ExpiresAt == nil || exp.Before(*info.ExpiresAt) {
 				info.ExpiresAt = &exp
 			}
 		}

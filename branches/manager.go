@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/pgbranchproxy/pgbranchproxy/branches/overlay"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/seed"
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
 	"go.uber.org/zap"
 )
@@ -38,6 +40,12 @@ type Config struct {
 	StopTimeout time.Duration
 	// Settings are extra Postgres settings for every branch server.
 	Settings map[string]string
+	// Policy is what the reaper applies: idle stop, TTLs, quotas, budgets.
+	Policy Policy
+	// ReapInterval is how often the reaper runs (default 10s).
+	ReapInterval time.Duration
+	// Metrics, if set, receives counters and durations.
+	Metrics *Metrics
 }
 
 // Manager finds, creates, wakes, stops, resets and destroys branches.
@@ -49,10 +57,17 @@ type Manager struct {
 
 	usage overlay.Usage
 
-	mu       sync.Mutex
-	closed   bool
-	branches map[key]*branch
-	sources  map[string]*sourceState
+	reapMu     sync.Mutex // one reaper pass at a time
+	kick       chan struct{}
+	stopReaper context.CancelFunc
+	reaperDone chan struct{}
+
+	mu         sync.Mutex
+	closed     bool
+	branches   map[key]*branch
+	sources    map[string]*sourceState
+	running    *simplelru.LRU[key, struct{}] // running branches, least recently used first
+	ownedTotal int64                         // as of the last reaper pass
 }
 
 type key struct{ source, name string }
@@ -64,6 +79,11 @@ type branch struct {
 	inst     runtime.Instance
 	sessions int
 	op       *op
+
+	overQuota    bool      // refuse new sessions (set by the reaper)
+	hadSession   bool      // an ephemeral branch goes when its last session ends, not before its first
+	measuredAt   time.Time // when OwnedBytes was last measured
+	persistedUse time.Time // the LastUsedAt the catalog has
 }
 
 // op is one lifecycle operation in flight. done is closed when it ends; err is set before.
@@ -96,6 +116,16 @@ func New(ctx context.Context, cfg Config, log *zap.Logger) (*Manager, error) {
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = 30 * time.Second
 	}
+	if cfg.ReapInterval <= 0 {
+		cfg.ReapInterval = 10 * time.Second
+	}
+	switch cfg.Policy.QuotaPolicy {
+	case "":
+		cfg.Policy.QuotaPolicy = QuotaReset
+	case QuotaReset, QuotaRefuse:
+	default:
+		return nil, fmt.Errorf("quota policy %q: want reset or refuse", cfg.Policy.QuotaPolicy)
+	}
 	if cfg.DefaultBranch != "" && !router.ValidBranchName(cfg.DefaultBranch) {
 		return nil, fmt.Errorf("default branch %q is not a valid branch name", cfg.DefaultBranch)
 	}
@@ -106,7 +136,9 @@ func New(ctx context.Context, cfg Config, log *zap.Logger) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, log: log, cat: cat, branches: map[key]*branch{}, sources: map[string]*sourceState{}}
+	running, _ := simplelru.NewLRU[key, struct{}](math.MaxInt32, nil)
+	m := &Manager{cfg: cfg, log: log, cat: cat, branches: map[key]*branch{}, sources: map[string]*sourceState{},
+		running: running, kick: make(chan struct{}, 1), reaperDone: make(chan struct{})}
 	if err := m.reconcile(ctx); err != nil {
 		cat.Close()
 		return nil, fmt.Errorf("reconcile: %w", err)
@@ -119,6 +151,12 @@ func New(ctx context.Context, cfg Config, log *zap.Logger) (*Manager, error) {
 	m.usage = overlay.Usage{Mode: mode}
 	log.Info("copy-up probe", zap.String("mode", mode), zap.String("owned_bytes", map[string]string{
 		overlay.CopyUpCopy: "allocated blocks of each upper layer", overlay.CopyUpClone: "exclusive extents of each upper layer"}[mode]))
+	for _, b := range m.branches {
+		b.persistedUse = b.rec.LastUsedAt
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	m.stopReaper = cancel
+	go m.reaper(rctx)
 	return m, nil
 }
 
@@ -143,6 +181,8 @@ func makeDirs(state string) error {
 // Close stops every branch server cleanly and unmounts every branch. Sessions should
 // have been ended first; their servers are stopped regardless.
 func (m *Manager) Close(ctx context.Context) error {
+	m.stopReaper()
+	<-m.reaperDone
 	m.mu.Lock()
 	m.closed = true
 	var pending []*op
@@ -175,6 +215,17 @@ func (m *Manager) Close(ctx context.Context) error {
 	}
 	m.mu.Unlock()
 	wg.Wait()
+	m.mu.Lock()
+	touched := map[int64]time.Time{}
+	for _, b := range m.branches {
+		if b.rec.ID != 0 && !b.rec.LastUsedAt.Equal(b.persistedUse) {
+			touched[b.rec.ID] = b.rec.LastUsedAt
+		}
+	}
+	m.mu.Unlock()
+	if err := m.cat.Touch(ctx, touched); err != nil {
+		m.log.Warn("record last use", zap.Error(err))
+	}
 	return m.cat.Close()
 }
 

@@ -56,6 +56,13 @@ func classify(err error) clientError {
 		return clientError{code: codeProtocolViolation, message: err.Error()}
 	case errors.Is(err, errNotSupported):
 		return clientError{code: codeFeatureNotSupp, message: err.Error()}
+	case errors.Is(err, branches.ErrQuota):
+		// The manager's message names the branch and its usage, nothing internal.
+		return clientError{code: codeDiskFull, message: err.Error(), hint: "reset or destroy the branch, or raise its quota with: pgbranchproxy branch set NAME --quota SIZE"}
+	case errors.Is(err, branches.ErrDiskFull):
+		return clientError{code: codeDiskFull, message: "no disk budget left for a new branch", hint: "destroy unused branches or raise --disk-budget"}
+	case errors.Is(err, branches.ErrTooMany):
+		return clientError{code: codeTooMany, message: "too many branches are running and all of them have sessions", hint: "try again when a session ends, or raise --max-running"}
 	case errors.Is(err, branches.ErrNotReady):
 		return clientError{code: codeCannotConnectNow, message: "the branch is still starting up", hint: "try again in a moment"}
 	case errors.Is(err, branches.ErrNotFound):
@@ -63,7 +70,7 @@ func classify(err error) clientError {
 	case errors.Is(err, branches.ErrClosed):
 		return clientError{code: codeAdminShutdown, message: "the proxy is shutting down"}
 	case errors.Is(err, branches.ErrBusy):
-		return clientError{code: codeObjectInUse, message: "the branch is in use by other sessions"}
+		return clientError{code: codeObjectInUse, message: "the branch is in use by other sessions", hint: "pgbranch.reset=on needs the branch to have no other session"}
 	case errors.Is(err, branches.ErrInvalid):
 		return clientError{code: codeInvalidParameter, message: "invalid branch request"}
 	}

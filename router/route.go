@@ -20,13 +20,15 @@ const (
 	OptEphemeral = "pgbranch.ephemeral"
 	// OptReset resets the branch to its base before this session.
 	OptReset = "pgbranch.reset"
+	// OptQuota caps the bytes the branch owns, set when the branch is created.
+	OptQuota = "pgbranch.quota"
 )
 
 // optPrefix is the prefix that marks a setting as ours, in lowercase.
 const optPrefix = "pgbranch."
 
 // knownOptions lists the option names for hints, sorted.
-const knownOptions = OptEphemeral + ", " + OptFrom + ", " + OptReset + ", " + OptSource + ", " + OptTTL
+const knownOptions = OptEphemeral + ", " + OptFrom + ", " + OptQuota + ", " + OptReset + ", " + OptSource + ", " + OptTTL
 
 // Options are the pgbranch.* settings a client asked for. The zero value means none
 // were given.
@@ -36,6 +38,7 @@ type Options struct {
 	TTL       time.Duration // pgbranch.ttl; 0 if unset, never negative
 	Ephemeral bool          // pgbranch.ephemeral
 	Reset     bool          // pgbranch.reset
+	Quota     int64         // pgbranch.quota in bytes; 0 if unset
 }
 
 // Route is where one client connection goes. It is produced by Parse; the zero value

@@ -284,7 +284,7 @@ func TestErrorMessages(t *testing.T) {
 			"branch names are 1-63 characters of a-z, 0-9 and '-', starting with a letter or digit"},
 		{db("app@a\x00\n"), `invalid branch name "a\x00\n"`, ""},
 		{opts(`-c pgbranch.bogus=1`), `unrecognized option "pgbranch.bogus"`,
-			"known options: pgbranch.ephemeral, pgbranch.from, pgbranch.reset, pgbranch.source, pgbranch.ttl"},
+			"known options: pgbranch.ephemeral, pgbranch.from, pgbranch.quota, pgbranch.reset, pgbranch.source, pgbranch.ttl"},
 		{opts(`-c pgbranch.ttl=soon`), `invalid value for option "pgbranch.ttl": "soon"`, ""},
 		{db("@x"), `empty database name in "@x"`, ""},
 		{map[string]string{}, `no database name given`, ""},
@@ -355,5 +355,34 @@ func checkErr(t *testing.T, err, want error) {
 	}
 	if re.Message == "" {
 		t.Error("empty Message")
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"1024", 1024, true}, {"500MB", 500 << 20, true}, {"2GB", 2 << 30, true}, {"1.5GiB", 3 << 29, true},
+		{"10kB", 10 << 10, true}, {"1 TB", 1 << 40, true}, {"", 0, false}, {"-1", 0, false}, {"5 parsecs", 0, false},
+		{"MB", 0, false}, {"99999999999TB", 0, false},
+	} {
+		got, ok := router.ParseSize(tc.in)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestQuotaOption(t *testing.T) {
+	t.Parallel()
+	r, err := router.Parse(map[string]string{"user": "u", "database": "app@x", "options": "-c pgbranch.quota=1GB"}, "main")
+	if err != nil || r.Options.Quota != 1<<30 {
+		t.Fatalf("quota: %+v %v", r.Options, err)
+	}
+	if _, err := router.Parse(map[string]string{"user": "u", "database": "app@x", "options": "-c pgbranch.quota=lots"}, "main"); !errors.Is(err, router.ErrInvalidOption) {
+		t.Fatalf("bad quota: %v", err)
 	}
 }

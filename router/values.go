@@ -10,7 +10,7 @@ import (
 // apply records one pgbranch.* setting in o.
 func (o *Options) apply(s setting) error {
 	switch s.key {
-	case OptSource, OptFrom, OptTTL, OptEphemeral, OptReset:
+	case OptSource, OptFrom, OptTTL, OptEphemeral, OptReset, OptQuota:
 	default:
 		return &Error{
 			Err:     ErrInvalidOption,
@@ -42,6 +42,12 @@ func (o *Options) apply(s setting) error {
 			return invalidValue(s, "use a non-negative duration such as 3600 (seconds), 90s, 30m, 12h or 7d")
 		}
 		o.TTL = d
+	case OptQuota:
+		n, ok := ParseSize(s.value)
+		if !ok || n == 0 {
+			return invalidValue(s, "use a size such as 500MB, 2GB or 1073741824 (bytes)")
+		}
+		o.Quota = n
 	case OptEphemeral, OptReset:
 		v, ok := parseBool(s.value)
 		if !ok {
@@ -105,4 +111,29 @@ func parseBool(v string) (value, ok bool) {
 		return false, true
 	}
 	return false, false
+}
+
+// ParseSize reads a size in bytes: a whole number of bytes, or a number with one of
+// the units B, kB, MB, GB, TB (1024-based, as Postgres reads memory settings) or
+// KiB, MiB, GiB, TiB. Negative and overflowing sizes are rejected.
+func ParseSize(v string) (int64, bool) {
+	v = strings.TrimSpace(v)
+	i := 0
+	for i < len(v) && (v[i] >= '0' && v[i] <= '9' || v[i] == '.') {
+		i++
+	}
+	num, unit := v[:i], strings.TrimSpace(v[i:])
+	if num == "" {
+		return 0, false
+	}
+	mult := map[string]float64{"": 1, "B": 1, "kB": 1 << 10, "KB": 1 << 10, "KiB": 1 << 10, "MB": 1 << 20, "MiB": 1 << 20,
+		"GB": 1 << 30, "GiB": 1 << 30, "TB": 1 << 40, "TiB": 1 << 40}[unit]
+	if mult == 0 {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || f < 0 || f*mult > math.MaxInt64/2 {
+		return 0, false
+	}
+	return int64(f * mult), true
 }

@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS branches (
 	pid           INTEGER NOT NULL DEFAULT 0,
 	ttl_ns        INTEGER NOT NULL DEFAULT 0,
 	ephemeral     INTEGER NOT NULL DEFAULT 0,
+	quota         INTEGER NOT NULL DEFAULT 0,
 	owned_bytes   INTEGER NOT NULL DEFAULT 0,
 	create_ms     INTEGER NOT NULL DEFAULT 0,
 	error         TEXT NOT NULL DEFAULT '',

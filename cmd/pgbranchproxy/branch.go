@@ -19,7 +19,8 @@ func newBranch(g *globalFlags) *cobra.Command {
 	cmd.AddCommand(newBranchLs(g), newBranchCreate(g),
 		branchAction(g, "reset", "Throw a branch's writes away, back to its base", http.MethodPost, "/reset"),
 		branchAction(g, "stop", "Stop a branch's server, keeping its data", http.MethodPost, "/stop"),
-		branchAction(g, "destroy", "Destroy a branch and its data", http.MethodDelete, ""))
+		branchAction(g, "destroy", "Destroy a branch and its data", http.MethodDelete, ""),
+		newBranchSet(g))
 	return cmd
 }
 
@@ -85,6 +86,41 @@ func newBranchCreate(g *globalFlags) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&req.Source, "source", "", "source to branch (default: the only one)")
 	cmd.Flags().StringVar(&req.From, "from", "", "parent branch (default: the seed)")
+	cmd.Flags().DurationVar(&req.TTL, "ttl", 0, "destroy the branch after this long without a session (default: the server's --ttl)")
+	cmd.Flags().Var(sizeFlag{&req.Quota}, "quota", "bytes the branch may own, e.g. 2GB (default: the server's --quota)")
+	cmd.Flags().BoolVar(&req.Ephemeral, "ephemeral", false, "destroy the branch when its last session ends")
+	return cmd
+}
+
+func newBranchSet(g *globalFlags) *cobra.Command {
+	var source string
+	var ttl time.Duration
+	var quota int64
+	cmd := &cobra.Command{
+		Use:   "set NAME [--ttl DUR] [--quota SIZE] [--source S]",
+		Short: "Change a branch's TTL or quota",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var s branches.Settings
+			if cmd.Flags().Changed("ttl") {
+				s.TTL = &ttl
+			}
+			if cmd.Flags().Changed("quota") {
+				s.Quota = &quota
+			}
+			if s.TTL == nil && s.Quota == nil {
+				return fmt.Errorf("give --ttl or --quota")
+			}
+			path := "/v1/branches/" + url.PathEscape(args[0])
+			if source != "" {
+				path += "?source=" + url.QueryEscape(source)
+			}
+			return newClient(g).call(cmd.Context(), http.MethodPatch, path, s, nil)
+		},
+	}
+	cmd.Flags().StringVar(&source, "source", "", "source of the branch (when the name exists in several)")
+	cmd.Flags().DurationVar(&ttl, "ttl", 0, "destroy after this long without a session; 0: the server's default")
+	cmd.Flags().Var(sizeFlag{&quota}, "quota", "bytes the branch may own, e.g. 2GB; 0: the server's default")
 	return cmd
 }
 

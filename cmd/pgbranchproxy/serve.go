@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -39,6 +40,10 @@ type serveFlags struct {
 	logFormat      string
 	logLevel       string
 	pgSettings     []string
+	policy         branches.Policy
+	diskBudget     string
+	reapInterval   time.Duration
+	metricsListen  string
 }
 
 func newServe(g *globalFlags) *cobra.Command {
@@ -65,6 +70,16 @@ func newServe(g *globalFlags) *cobra.Command {
 	fl.StringVar(&f.logFormat, "log-format", "console", "log format: console or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringArrayVar(&f.pgSettings, "pg-setting", nil, "NAME=VALUE setting for every branch server (repeatable)")
+	fl.DurationVar(&f.policy.IdleStop, "idle-stop", 5*time.Minute, "stop a branch's server after this long without sessions (0: never); the next connection wakes it")
+	fl.DurationVar(&f.policy.TTL, "ttl", 0, "destroy a branch after this long without a session (0: never; per branch: -c pgbranch.ttl, branch set --ttl)")
+	fl.DurationVar(&f.policy.MaxAge, "max-age", 0, "destroy a branch this long after its creation, once it has no session (0: never)")
+	fl.Var(sizeFlag{&f.policy.Quota}, "quota", "bytes a branch may own (0: no limit; per branch: -c pgbranch.quota, branch set --quota)")
+	fl.StringVar(&f.policy.QuotaPolicy, "quota-policy", branches.QuotaReset, "over quota: reset (when its sessions end) or refuse (until reset or destroyed)")
+	fl.StringVar(&f.diskBudget, "disk-budget", "0", "bytes (e.g. 50GB) or percent of the state dir's filesystem (e.g. 80%) all branches may own; 0: no limit")
+	fl.Var(sizeFlag{&f.policy.DiskReserve}, "disk-reserve", "kept free below --disk-budget")
+	fl.IntVar(&f.policy.MaxRunning, "max-running", 0, "branch servers running at once; the least recently used idle one is stopped to make room (0: no limit)")
+	fl.DurationVar(&f.reapInterval, "reap-interval", 10*time.Second, "how often idle stop, TTLs, quotas and budgets are applied")
+	fl.StringVar(&f.metricsListen, "metrics-listen", "", "also serve /metrics and /healthz on this TCP address")
 	return cmd
 }
 
@@ -130,6 +145,9 @@ func serve(g *globalFlags, f *serveFlags) error {
 	if err := os.MkdirAll(stateDir, 0o711); err != nil {
 		return err
 	}
+	if f.policy.DiskBudget, err = parseBudget(f.diskBudget, stateDir); err != nil {
+		return err
+	}
 	shim := ""
 	if f.lazyrw == "on" {
 		if shim, err = installShim(f.shim, stateDir); err != nil {
@@ -141,6 +159,7 @@ func serve(g *globalFlags, f *serveFlags) error {
 	defer stop()
 
 	rt := runtime.NewProcess(bins, user, log.Named("runtime"))
+	metrics := branches.NewMetrics()
 	mgr, err := branches.New(ctx, branches.Config{
 		StateDir:      stateDir,
 		Runtime:       rt,
@@ -150,9 +169,34 @@ func serve(g *globalFlags, f *serveFlags) error {
 		DefaultBranch: f.defaultBranch,
 		CreateTimeout: f.createTimeout,
 		Settings:      settings,
+		Policy:        f.policy,
+		ReapInterval:  f.reapInterval,
+		Metrics:       metrics,
 	}, log.Named("branches"))
 	if err != nil {
 		return err
+	}
+
+	px, err := proxy.New(proxy.Config{DefaultBranch: f.defaultBranch, AcquireTimeout: f.startupTimeout},
+		branchesAdapter{mgr}, log.Named("proxy"))
+	if err != nil {
+		mgr.Close(context.Background())
+		return err
+	}
+	metricsHandler := newMetricsHandler(metrics, &px.Stats)
+	var metricsSrv *http.Server
+	if f.metricsListen != "" {
+		mln, err := net.Listen("tcp", f.metricsListen)
+		if err != nil {
+			mgr.Close(context.Background())
+			return fmt.Errorf("--metrics-listen: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", metricsHandler)
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go metricsSrv.Serve(mln)
+		defer metricsSrv.Close()
 	}
 
 	adminSock := filepath.Join(stateDir, "admin.sock")
@@ -163,14 +207,9 @@ func serve(g *globalFlags, f *serveFlags) error {
 		return fmt.Errorf("admin socket: %w", err)
 	}
 	os.Chmod(adminSock, 0o600)
-	adminSrv := &http.Server{Handler: admin.Handler(mgr, nil, log.Named("admin")), ReadHeaderTimeout: 10 * time.Second}
+	adminSrv := &http.Server{Handler: admin.Handler(mgr, metricsHandler, log.Named("admin")), ReadHeaderTimeout: 10 * time.Second}
 	go adminSrv.Serve(adminLn)
 
-	px, err := proxy.New(proxy.Config{DefaultBranch: f.defaultBranch, AcquireTimeout: f.startupTimeout},
-		branchesAdapter{mgr}, log.Named("proxy"))
-	if err != nil {
-		return err
-	}
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		adminSrv.Close()
@@ -267,4 +306,25 @@ func checkTraversable(dir string, u runtime.OSUser) error {
 			return nil
 		}
 	}
+}
+
+// parseBudget reads --disk-budget: a size, or a percentage of the size of the
+// filesystem holding stateDir.
+func parseBudget(v, stateDir string) (int64, error) {
+	if pct, ok := strings.CutSuffix(strings.TrimSpace(v), "%"); ok {
+		p, err := strconv.ParseFloat(pct, 64)
+		if err != nil || p <= 0 || p > 100 {
+			return 0, fmt.Errorf("--disk-budget %q: want a percentage in (0, 100]", v)
+		}
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(stateDir, &st); err != nil {
+			return 0, err
+		}
+		return int64(float64(st.Blocks) * float64(st.Bsize) * p / 100), nil
+	}
+	n, ok := router.ParseSize(v)
+	if !ok {
+		return 0, fmt.Errorf("--disk-budget %q: want a size such as 50GB or a percentage such as 80%%", v)
+	}
+	return n, nil
 }

@@ -1,0 +1,61 @@
+package branches
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the manager's Prometheus collectors. Register them with Collectors.
+// A nil *Metrics records nothing. Safe for concurrent use.
+type Metrics struct {
+	actions   *prometheus.CounterVec   // action, reason
+	durations *prometheus.HistogramVec // action
+	byState   *prometheus.GaugeVec     // state
+	sessions  prometheus.Gauge
+	owned     prometheus.Gauge
+	reapPass  prometheus.Histogram
+}
+
+// NewMetrics makes the collectors.
+func NewMetrics() *Metrics {
+	return &Metrics{
+		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pgbranch_branch_actions_total",
+			Help: "Branch lifecycle actions (create, wake, stop, reset, destroy, evict) by reason.",
+		}, []string{"action", "reason"}),
+		durations: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "pgbranch_branch_action_seconds",
+			Help:    "How long branch creations, wakes and resets took.",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"action"}),
+		byState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "pgbranch_branches",
+			Help: "Branches by state.",
+		}, []string{"state"}),
+		sessions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pgbranch_sessions", Help: "Open client sessions on branches."}),
+		owned:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "pgbranch_owned_bytes", Help: "Bytes all branches own, as of the last reaper pass."}),
+		reapPass: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "pgbranch_reaper_pass_seconds",
+			Help:    "Duration of one reaper pass.",
+			Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5},
+		}),
+	}
+}
+
+// Collectors lists the collectors to register.
+func (m *Metrics) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.actions, m.durations, m.byState, m.sessions, m.owned, m.reapPass}
+}
+
+func (m *Metrics) action(action, reason string) {
+	if m != nil {
+		m.actions.WithLabelValues(action, reason).Inc()
+	}
+}
+
+func (m *Metrics) took(action string, d time.Duration) {
+	if m != nil {
+		m.durations.WithLabelValues(action).Observe(d.Seconds())
+	}
+}

@@ -1,0 +1,170 @@
+package branches
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"go.uber.org/zap"
+)
+
+// reaper is the one loop that applies the Policy: idle stop, TTL, ephemeral
+// destruction, quota resets, disk-budget eviction. It also measures owned bytes and
+// persists last-use times. It runs every Config.ReapInterval and when kicked (a
+// session of an ephemeral or over-quota branch ended).
+func (m *Manager) reaper(ctx context.Context) {
+	defer close(m.reaperDone)
+	t := time.NewTicker(m.cfg.ReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-m.kick:
+		}
+		m.reapPass(ctx)
+	}
+}
+
+// kickReaper asks for a pass soon, without blocking.
+func (m *Manager) kickReaper() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// reapPass runs one pass; it is also called inline to make room on the disk budget.
+func (m *Manager) reapPass(ctx context.Context) {
+	m.reapMu.Lock()
+	defer m.reapMu.Unlock()
+	start := time.Now()
+	views, touched := m.snapshot()
+	acts, over := plan(m.cfg.Policy, m.now(), views)
+	var total int64
+	for _, v := range views {
+		total += v.owned
+	}
+	m.mu.Lock()
+	m.ownedTotal = total
+	for _, b := range m.branches {
+		b.overQuota = over[key{b.rec.Source, b.rec.Name}]
+	}
+	m.mu.Unlock()
+	if len(touched) > 0 {
+		if err := m.cat.Touch(ctx, touched); err != nil && ctx.Err() == nil {
+			m.log.Warn("record last use", zap.Error(err))
+		}
+	}
+	for _, a := range acts {
+		if ctx.Err() != nil {
+			return
+		}
+		m.apply(ctx, a)
+	}
+	m.updateGauges()
+	if m.cfg.Metrics != nil {
+		m.cfg.Metrics.reapPass.Observe(time.Since(start).Seconds())
+	}
+}
+
+// snapshot builds the planner's view, measuring owned bytes of branches that may have
+// changed since they were last measured, and collects last-use times to persist.
+func (m *Manager) snapshot() ([]view, map[int64]time.Time) {
+	type measure struct {
+		b     *branch
+		upper string
+	}
+	var todo []measure
+	m.mu.Lock()
+	now := m.now()
+	for _, b := range m.branches {
+		if b.rec.ID == 0 || b.op != nil {
+			continue
+		}
+		if b.inst != nil || b.measuredAt.IsZero() || b.rec.LastUsedAt.After(b.measuredAt) {
+			todo = append(todo, measure{b, m.layoutOf(b.rec.ID).upper})
+		}
+	}
+	m.mu.Unlock()
+	measured := make(map[*branch]int64, len(todo))
+	for _, t := range todo {
+		if n, err := m.usage.Owned(t.upper); err == nil {
+			measured[t.b] = n
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	views := make([]view, 0, len(m.branches))
+	touched := map[int64]time.Time{}
+	for k, b := range m.branches {
+		if n, ok := measured[b]; ok {
+			b.rec.OwnedBytes, b.measuredAt = n, now
+		}
+		if b.rec.ID != 0 && !b.rec.LastUsedAt.Equal(b.persistedUse) {
+			touched[b.rec.ID] = b.rec.LastUsedAt
+			b.persistedUse = b.rec.LastUsedAt
+		}
+		views = append(views, view{
+			k: k, running: b.inst != nil, sessions: b.sessions, busy: b.op != nil || b.rec.ID == 0,
+			ephemeral: b.rec.Ephemeral && b.hadSession, ttl: b.rec.TTL, quota: b.rec.Quota, owned: b.rec.OwnedBytes,
+			createdAt: b.rec.CreatedAt, lastUsedAt: b.rec.LastUsedAt,
+		})
+	}
+	return views, touched
+}
+
+// apply carries out one planned action, unless a session arrived in the meantime.
+func (m *Manager) apply(ctx context.Context, a action) {
+	var fn func(context.Context, *branch) error
+	switch a.kind {
+	case actStop:
+		fn = func(ctx context.Context, b *branch) error { return m.stopBranch(ctx, b, a.reason) }
+	case actReset:
+		fn = func(ctx context.Context, b *branch) error { return m.resetBranch(ctx, b, a.reason) }
+	case actDestroy:
+		fn = func(ctx context.Context, b *branch) error { return m.destroyBranch(ctx, b, a.reason) }
+	}
+	start := time.Now()
+	err := m.do(ctx, a.k, string(a.kind), noSessions, fn)
+	switch {
+	case err == nil:
+		name := string(a.kind)
+		if a.evict {
+			name = "evict"
+		}
+		m.cfg.Metrics.action(name, a.code)
+		if a.kind == actReset {
+			m.cfg.Metrics.took("reset", time.Since(start))
+		}
+	case errors.Is(err, ErrBusy), errors.Is(err, ErrNotFound), errors.Is(err, ErrClosed):
+		// A session arrived, or the branch went, after the plan: nothing to do.
+	default:
+		m.log.Error("reaper action failed", zap.String("source", a.k.source), zap.String("branch", a.k.name),
+			zap.String("action", string(a.kind)), zap.String("reason", a.reason), zap.Error(err))
+	}
+}
+
+// updateGauges refreshes the state and session gauges.
+func (m *Manager) updateGauges() {
+	mt := m.cfg.Metrics
+	if mt == nil {
+		return
+	}
+	counts := map[catalog.State]int{}
+	sessions := 0
+	m.mu.Lock()
+	for _, b := range m.branches {
+		counts[b.rec.State]++
+		sessions += b.sessions
+	}
+	total := m.ownedTotal
+	m.mu.Unlock()
+	for _, s := range []catalog.State{catalog.Creating, catalog.Starting, catalog.Running, catalog.Stopping, catalog.Stopped, catalog.Resetting, catalog.Destroying, catalog.Failed} {
+		mt.byState.WithLabelValues(string(s)).Set(float64(counts[s]))
+	}
+	mt.sessions.Set(float64(sessions))
+	mt.owned.Set(float64(total))
+}

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"net/http"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches"
+	"github.com/pgbranchproxy/pgbranchproxy/proxy"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// newMetricsHandler serves the branch manager's and the proxy's metrics from a
+// registry of their own (no global registry).
+func newMetricsHandler(m *branches.Metrics, st *proxy.Stats) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m.Collectors()...)
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pgbranch_proxy_connections_total", Help: "Client connections accepted."},
+			func() float64 { return float64(st.Accepted.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pgbranch_proxy_connections_active", Help: "Client connections open now."},
+			func() float64 { return float64(st.Active.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pgbranch_proxy_refused_total", Help: "Client connections refused with an error."},
+			func() float64 { return float64(st.Refused.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pgbranch_proxy_cancel_requests_total", Help: "Cancel requests received."},
+			func() float64 { return float64(st.Cancels.Load()) }),
+	)
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
