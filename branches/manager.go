@@ -10,11 +10,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/overlay"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/seed"
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
 	"go.uber.org/zap"
 )
