@@ -154,9 +154,23 @@ func (m *Manager) quotaError(b *branch) error {
 	if m.cfg.Policy.QuotaPolicy == QuotaRefuse {
 		then = "it refuses new sessions until it is reset or destroyed"
 	}
-	return fmt.Errorf("%w: branch %q owns %d MiB of its %d MiB quota; %s", ErrQuota, b.rec.Name,
-		b.rec.OwnedBytes>>20, quota>>20, then)
+	return &QuotaError{Branch: b.rec.Name, Owned: b.rec.OwnedBytes, Quota: quota, Then: then}
 }
+
+// QuotaError is returned for a session on a branch over its disk quota. It matches
+// ErrQuota with errors.Is, and its message is fit for the client.
+type QuotaError struct {
+	Branch       string
+	Owned, Quota int64
+	Then         string // what will happen to the branch
+}
+
+func (e *QuotaError) Error() string {
+	return fmt.Sprintf("branch %q is over its disk quota: it owns %d MiB of %d MiB; %s", e.Branch, e.Owned>>20, e.Quota>>20, e.Then)
+}
+
+// Is makes errors.Is(err, ErrQuota) hold.
+func (e *QuotaError) Is(target error) bool { return target == ErrQuota }
 
 // roomLocked makes room for one more running branch under MaxRunning: it starts
 // stopping the least recently used idle one and returns that operation to wait for,
@@ -255,25 +269,43 @@ func (m *Manager) Create(ctx context.Context, name string, opts CreateOptions) e
 	if err != nil {
 		return err
 	}
-	m.mu.Lock()
-	if m.closed {
+	for {
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			return ErrClosed
+		}
+		if _, ok := m.branches[key{source, name}]; ok {
+			m.mu.Unlock()
+			return fmt.Errorf("branch %q of source %q: %w", name, source, ErrExists)
+		}
+		if err := m.checkBudgetLocked(ctx); err != nil {
+			m.mu.Unlock()
+			return err
+		}
+		victim, err := m.roomLocked()
+		if err != nil {
+			m.mu.Unlock()
+			return err
+		}
+		if victim != nil {
+			m.mu.Unlock()
+			if err := wait(ctx, victim); err != nil && ctx.Err() != nil {
+				return err
+			}
+			continue
+		}
+		nb, err := m.newBranchLocked(key{source, name}, router.Route{Branch: name,
+			Options: router.Options{From: opts.From, TTL: opts.TTL, Quota: opts.Quota, Ephemeral: opts.Ephemeral}})
+		if err != nil {
+			m.mu.Unlock()
+			return err
+		}
+		m.branches[key{source, name}] = nb
+		o := m.startOp(nb, "create", func(ctx context.Context) error { return m.create(ctx, nb, "admin create") })
 		m.mu.Unlock()
-		return ErrClosed
+		return wait(ctx, o)
 	}
-	if _, ok := m.branches[key{source, name}]; ok {
-		m.mu.Unlock()
-		return fmt.Errorf("branch %q of source %q: %w", name, source, ErrExists)
-	}
-	nb, err := m.newBranchLocked(key{source, name}, router.Route{Branch: name,
-		Options: router.Options{From: opts.From, TTL: opts.TTL, Quota: opts.Quota, Ephemeral: opts.Ephemeral}})
-	if err != nil {
-		m.mu.Unlock()
-		return err
-	}
-	m.branches[key{source, name}] = nb
-	o := m.startOp(nb, "create", func(ctx context.Context) error { return m.create(ctx, nb, "admin create") })
-	m.mu.Unlock()
-	return wait(ctx, o)
 }
 
 // Reset throws the branch's writes away; it refuses a branch with open sessions.
