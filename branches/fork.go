@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/roles"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
 	"go.uber.org/zap"
 )
@@ -100,8 +101,13 @@ func (m *Manager) fork(ctx context.Context, b *branch, parent string) error {
 	m.mu.Unlock()
 	m.log.Info("forked parent layer", zap.String("branch", child.Name), zap.String("parent", parent),
 		zap.Duration("took", time.Since(start)))
+	// The child starts with the parent's roles as of the fork.
+	parentRoles, err := roles.Read(ctx, conn)
+	if err != nil {
+		return fmt.Errorf("read parent's roles: %w", err)
+	}
 	return m.save(ctx, b, "fork layer ready", func(r *catalog.Branch) {
-		r.Layers, r.SeedID, r.Parent = b.rec.Layers, prec.SeedID, parent
+		r.Layers, r.SeedID, r.Parent, r.Roles = b.rec.Layers, prec.SeedID, parent, parentRoles.Encode()
 	})
 }
 

@@ -260,9 +260,18 @@ func (m *Manager) startServer(ctx context.Context, b *branch) error {
 	m.running.Add(key{rec.Source, rec.Name}, struct{}{})
 	m.mu.Unlock()
 	go m.watchExit(b, inst)
-	return m.save(ctx, b, "server ready", func(r *catalog.Branch) {
+	if err := m.save(ctx, b, "server ready", func(r *catalog.Branch) {
 		r.State, r.PID, r.CowMode, r.Error = catalog.Running, inst.PID(), mode, ""
-	})
+	}); err != nil {
+		return err
+	}
+	if err := m.refreshRoles(ctx, b); err != nil {
+		m.log.Warn("read branch roles", zap.String("branch", rec.Name), zap.Error(err))
+	}
+	m.mu.Lock()
+	b.rolesAt = m.now()
+	m.mu.Unlock()
+	return nil
 }
 
 // watchExit records a server that exits while the branch is meant to be running.
@@ -295,6 +304,9 @@ func (m *Manager) stopBranch(ctx context.Context, b *branch, reason string) erro
 	m.mu.Unlock()
 	if rec.State == catalog.Stopped && inst == nil {
 		return nil
+	}
+	if err := m.refreshRoles(ctx, b); err != nil {
+		m.log.Warn("read branch roles before stop", zap.String("branch", rec.Name), zap.Error(err))
 	}
 	if err := m.save(ctx, b, reason, func(r *catalog.Branch) { r.State = catalog.Stopping }); err != nil {
 		return err
@@ -334,7 +346,13 @@ func (m *Manager) resetBranch(ctx context.Context, b *branch, reason string) err
 	if err := m.clearUpper(b.rec.ID); err != nil {
 		return err
 	}
-	if err := m.save(ctx, b, reason, func(r *catalog.Branch) { r.State, r.OwnedBytes = catalog.Stopped, 0 }); err != nil {
+	// Back to the base's roles; a branch of a branch keeps those read at the fork.
+	if err := m.save(ctx, b, reason, func(r *catalog.Branch) {
+		r.State, r.OwnedBytes = catalog.Stopped, 0
+		if r.Parent == "" {
+			r.Roles = ""
+		}
+	}); err != nil {
 		return err
 	}
 	if wasRunning {

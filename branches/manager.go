@@ -84,6 +84,7 @@ type branch struct {
 	hadSession   bool      // an ephemeral branch goes when its last session ends, not before its first
 	measuredAt   time.Time // when OwnedBytes was last measured
 	persistedUse time.Time // the LastUsedAt the catalog has
+	rolesAt      time.Time // when the roles were last read from the running server
 }
 
 // op is one lifecycle operation in flight. done is closed when it ends; err is set before.

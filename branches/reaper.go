@@ -64,6 +64,7 @@ func (m *Manager) reapPass(ctx context.Context) {
 		}
 		m.apply(ctx, a)
 	}
+	m.refreshRunningRoles(ctx)
 	m.updateGauges()
 	if m.cfg.Metrics != nil {
 		m.cfg.Metrics.reapPass.Observe(time.Since(start).Seconds())

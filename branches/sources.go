@@ -129,6 +129,7 @@ func (m *Manager) buildSeed(ctx context.Context, src catalog.Source, req SourceR
 	}
 	os.RemoveAll(work)
 	sd.State, sd.Dir, sd.PGVersion, sd.Databases, sd.Superuser, sd.ReadyAt = catalog.SeedReady, final, res.PGVersion, res.Databases, res.Superuser, m.now()
+	sd.Roles = res.Roles.Encode()
 	if err := m.cat.UpdateSeed(ctx, sd); err != nil {
 		cleanup()
 		return catalog.Seed{}, err

@@ -36,7 +36,8 @@ type Branch struct {
 	PID        int    // postmaster PID while running
 	TTL        time.Duration
 	Ephemeral  bool
-	Quota      int64 // bytes the branch may own; 0: the server's default
+	Quota      int64  // bytes the branch may own; 0: the server's default
+	Roles      string // the branch's login roles as last read, encoded by package roles; "" if never read
 	OwnedBytes int64
 	CreateMS   int64 // how long creation took, in milliseconds
 	Error      string
@@ -45,7 +46,7 @@ type Branch struct {
 	StateAt    time.Time
 }
 
-const branchCols = `id, source, name, seed_id, parent, layers, state, cow_mode, pid, ttl_ns, ephemeral, quota,
+const branchCols = `id, source, name, seed_id, parent, layers, state, cow_mode, pid, ttl_ns, ephemeral, quota, roles,
 	owned_bytes, create_ms, error, created_at, last_used_at, state_at`
 
 func scanBranch(sc interface{ Scan(...any) error }) (Branch, error) {
@@ -53,7 +54,7 @@ func scanBranch(sc interface{ Scan(...any) error }) (Branch, error) {
 	var layers string
 	var ttl, created, used, stateAt int64
 	err := sc.Scan(&b.ID, &b.Source, &b.Name, &b.SeedID, &b.Parent, &layers, &b.State, &b.CowMode, &b.PID,
-		&ttl, &b.Ephemeral, &b.Quota, &b.OwnedBytes, &b.CreateMS, &b.Error, &created, &used, &stateAt)
+		&ttl, &b.Ephemeral, &b.Quota, &b.Roles, &b.OwnedBytes, &b.CreateMS, &b.Error, &created, &used, &stateAt)
 	b.Layers = splitList(layers)
 	b.TTL = time.Duration(ttl)
 	b.CreatedAt, b.LastUsedAt, b.StateAt = fromNano(created), fromNano(used), fromNano(stateAt)
@@ -66,10 +67,10 @@ func (c *Catalog) InsertBranch(ctx context.Context, b Branch, reason string) (in
 	var id int64
 	err := c.tx(ctx, func(tx sqlTx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO branches (source, name, seed_id, parent, layers, state, cow_mode, pid,
-			ttl_ns, ephemeral, quota, owned_bytes, create_ms, error, created_at, last_used_at, state_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			ttl_ns, ephemeral, quota, roles, owned_bytes, create_ms, error, created_at, last_used_at, state_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			b.Source, b.Name, b.SeedID, b.Parent, joinList(b.Layers), b.State, b.CowMode, b.PID,
-			int64(b.TTL), b.Ephemeral, b.Quota, b.OwnedBytes, b.CreateMS, b.Error,
+			int64(b.TTL), b.Ephemeral, b.Quota, b.Roles, b.OwnedBytes, b.CreateMS, b.Error,
 			unixNano(b.CreatedAt), unixNano(b.LastUsedAt), unixNano(b.StateAt))
 		if isUnique(err) {
 			return fmt.Errorf("branch %q of source %q: %w", b.Name, b.Source, ErrExists)
@@ -94,8 +95,8 @@ func (c *Catalog) UpdateBranch(ctx context.Context, b Branch, reason string) err
 			return noRows(err, fmt.Sprintf("branch %q", b.Name))
 		}
 		_, err := tx.ExecContext(ctx, `UPDATE branches SET parent = ?, layers = ?, state = ?, cow_mode = ?, pid = ?,
-			ttl_ns = ?, ephemeral = ?, quota = ?, owned_bytes = ?, create_ms = ?, error = ?, last_used_at = ?, state_at = ? WHERE id = ?`,
-			b.Parent, joinList(b.Layers), b.State, b.CowMode, b.PID, int64(b.TTL), b.Ephemeral, b.Quota, b.OwnedBytes,
+			ttl_ns = ?, ephemeral = ?, quota = ?, roles = ?, owned_bytes = ?, create_ms = ?, error = ?, last_used_at = ?, state_at = ? WHERE id = ?`,
+			b.Parent, joinList(b.Layers), b.State, b.CowMode, b.PID, int64(b.TTL), b.Ephemeral, b.Quota, b.Roles, b.OwnedBytes,
 			b.CreateMS, b.Error, unixNano(b.LastUsedAt), unixNano(b.StateAt), b.ID)
 		if err != nil || from == b.State {
 			return err

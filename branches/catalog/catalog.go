@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -19,6 +20,12 @@ type Catalog struct {
 
 // Open opens (creating if needed) the catalog database at path.
 func Open(path string) (*Catalog, error) {
+	// The catalog holds password verifiers: create it readable by its owner only
+	// (SQLite gives its -wal and -shm files the same mode).
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600); err == nil {
+		f.Close()
+	}
+	os.Chmod(path, 0o600)
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(ON)"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {

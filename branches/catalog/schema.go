@@ -19,6 +19,7 @@ CREATE TABLE IF NOT EXISTS seeds (
 	pg_version  TEXT NOT NULL DEFAULT '',
 	databases   TEXT NOT NULL DEFAULT '',
 	superuser   TEXT NOT NULL DEFAULT '',
+	roles       TEXT NOT NULL DEFAULT '',
 	created_at  INTEGER NOT NULL,
 	ready_at    INTEGER NOT NULL DEFAULT 0,
 	UNIQUE (source, generation)
@@ -36,6 +37,7 @@ CREATE TABLE IF NOT EXISTS branches (
 	ttl_ns        INTEGER NOT NULL DEFAULT 0,
 	ephemeral     INTEGER NOT NULL DEFAULT 0,
 	quota         INTEGER NOT NULL DEFAULT 0,
+	roles         TEXT NOT NULL DEFAULT '',
 	owned_bytes   INTEGER NOT NULL DEFAULT 0,
 	create_ms     INTEGER NOT NULL DEFAULT 0,
 	error         TEXT NOT NULL DEFAULT '',

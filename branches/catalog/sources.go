@@ -34,6 +34,7 @@ type Seed struct {
 	PGVersion  string // major version, from PG_VERSION
 	Databases  []string
 	Superuser  string
+	Roles      string // the cluster's login roles, encoded by package roles
 	CreatedAt  time.Time
 	ReadyAt    time.Time
 }
@@ -107,8 +108,8 @@ func (c *Catalog) AddSeed(ctx context.Context, s Seed) (Seed, error) {
 // UpdateSeed writes a seed's mutable fields (state, dir, version, databases, superuser, ready time).
 func (c *Catalog) UpdateSeed(ctx context.Context, s Seed) error {
 	_, err := c.db.ExecContext(ctx,
-		`UPDATE seeds SET state = ?, dir = ?, pg_version = ?, databases = ?, superuser = ?, ready_at = ? WHERE id = ?`,
-		s.State, s.Dir, s.PGVersion, joinList(s.Databases), s.Superuser, unixNano(s.ReadyAt), s.ID)
+		`UPDATE seeds SET state = ?, dir = ?, pg_version = ?, databases = ?, superuser = ?, roles = ?, ready_at = ? WHERE id = ?`,
+		s.State, s.Dir, s.PGVersion, joinList(s.Databases), s.Superuser, s.Roles, unixNano(s.ReadyAt), s.ID)
 	return err
 }
 
@@ -121,7 +122,7 @@ func (c *Catalog) DeleteSeed(ctx context.Context, id int64) error {
 // Seeds lists every seed, oldest first.
 func (c *Catalog) Seeds(ctx context.Context) ([]Seed, error) {
 	rows, err := c.db.QueryContext(ctx,
-		`SELECT id, source, generation, state, dir, pg_version, databases, superuser, created_at, ready_at FROM seeds ORDER BY id`)
+		`SELECT id, source, generation, state, dir, pg_version, databases, superuser, roles, created_at, ready_at FROM seeds ORDER BY id`)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +132,7 @@ func (c *Catalog) Seeds(ctx context.Context) ([]Seed, error) {
 		var s Seed
 		var dbs string
 		var created, ready int64
-		if err := rows.Scan(&s.ID, &s.Source, &s.Generation, &s.State, &s.Dir, &s.PGVersion, &dbs, &s.Superuser, &created, &ready); err != nil {
+		if err := rows.Scan(&s.ID, &s.Source, &s.Generation, &s.State, &s.Dir, &s.PGVersion, &dbs, &s.Superuser, &s.Roles, &created, &ready); err != nil {
 			return nil, err
 		}
 		s.Databases = splitList(dbs)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/pgbranchproxy/pgbranchproxy/branches/roles"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
 	"go.uber.org/zap"
 )
@@ -48,6 +49,7 @@ type Result struct {
 	PGVersion string
 	Databases []string // databases that accept connections
 	Superuser string
+	Roles     roles.Set // login roles, for authentication at the proxy
 }
 
 // Builder builds seeds with a process runtime. Safe for concurrent use on distinct Dirs.
@@ -135,6 +137,10 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	rs, err := srv.roles(ctx, superuser)
+	if err != nil {
+		return Result{}, fmt.Errorf("read roles: %w", err)
+	}
 	progress("clean shutdown")
 	if err := srv.stop(); err != nil {
 		return Result{}, err
@@ -144,7 +150,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 		return Result{}, err
 	}
 	cleanRuntimeFiles(req.Dir)
-	return Result{PGVersion: version, Databases: dbs, Superuser: superuser}, nil
+	return Result{PGVersion: version, Databases: dbs, Superuser: superuser, Roles: rs}, nil
 }
 
 // run runs a Postgres program as the OS user, sending its output lines to progress

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/roles"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
 )
 
@@ -180,4 +181,14 @@ func urlUser(u string) string {
 		return ""
 	}
 	return cfg.User
+}
+
+// roles reads the cluster's login roles.
+func (s *server) roles(ctx context.Context, superuser string) (roles.Set, error) {
+	c, err := s.connect(ctx, superuser, "template1")
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close(context.Background())
+	return roles.Read(ctx, c)
 }

@@ -1,0 +1,75 @@
+// Package roles reads the login roles of a Postgres cluster (pg_authid) so the proxy
+// can authenticate clients before a branch exists or while it is stopped.
+//
+// A Set is immutable once built and safe for concurrent use.
+package roles
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Role is one role's login data.
+type Role struct {
+	Name       string     `json:"name"`
+	Password   string     `json:"password,omitempty"` // rolpassword: a SCRAM-SHA-256 or md5 verifier, or ""
+	CanLogin   bool       `json:"can_login"`
+	ValidUntil *time.Time `json:"valid_until,omitempty"`
+}
+
+// CanAuthenticate reports whether the role may log in with a password at t: it has
+// LOGIN, a password, and the password has not expired.
+func (r Role) CanAuthenticate(t time.Time) bool {
+	return r.CanLogin && r.Password != "" && (r.ValidUntil == nil || t.Before(*r.ValidUntil))
+}
+
+// Set is the roles of one cluster, by name.
+type Set map[string]Role
+
+// query needs a superuser: pg_authid holds the verifiers.
+const query = `SELECT rolname, coalesce(rolpassword, ''), rolcanlogin, rolvaliduntil FROM pg_catalog.pg_authid`
+
+// Read reads the roles through conn, which must be a superuser's.
+func Read(ctx context.Context, conn *pgx.Conn) (Set, error) {
+	rows, err := conn.Query(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	set := Set{}
+	for rows.Next() {
+		var r Role
+		var until *time.Time
+		if err := rows.Scan(&r.Name, &r.Password, &r.CanLogin, &until); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if until != nil && !until.IsZero() {
+			u := until.UTC()
+			r.ValidUntil = &u
+		}
+		set[r.Name] = r
+	}
+	return set, rows.Err()
+}
+
+// Encode serialises s for the catalog.
+func (s Set) Encode() string {
+	if s == nil {
+		return ""
+	}
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// Decode parses what Encode wrote; "" is a nil Set (unknown).
+func Decode(text string) (Set, error) {
+	if text == "" {
+		return nil, nil
+	}
+	var s Set
+	err := json.Unmarshal([]byte(text), &s)
+	return s, err
+}

@@ -1,0 +1,119 @@
+package branches
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/roles"
+	"github.com/pgbranchproxy/pgbranchproxy/router"
+	"go.uber.org/zap"
+)
+
+// Roles returns the login roles a session on route would authenticate against: the
+// branch's own, as last read from its server, when it exists; else its base's (the
+// parent named by pgbranch.from, or the source's seed). It never creates, wakes or
+// changes a branch.
+func (m *Manager) Roles(ctx context.Context, route router.Route) (roles.Set, error) {
+	source, err := router.ResolveSource(route, m.routerSources())
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	var text string
+	var seedID int64
+	if b := m.branches[key{source, route.Branch}]; b != nil {
+		text, seedID = b.rec.Roles, b.rec.SeedID
+	} else if p := m.branches[key{source, route.Options.From}]; route.Options.From != "" && p != nil {
+		text, seedID = p.rec.Roles, p.rec.SeedID
+	} else if s := m.sources[source]; s != nil && s.seed != nil {
+		seedID = s.seed.ID
+	}
+	m.mu.Unlock()
+	if text == "" {
+		if seedID == 0 {
+			return nil, fmt.Errorf("source %q: %w", source, ErrNotFound)
+		}
+		sd, err := m.seedByID(seedID)
+		if err != nil {
+			return nil, err
+		}
+		text = sd.Roles
+	}
+	return roles.Decode(text)
+}
+
+// refreshRoles reads the roles of a running branch and records them if they changed.
+// It is called by the goroutine that owns b's operation, or by the reaper.
+func (m *Manager) refreshRoles(ctx context.Context, b *branch) error {
+	m.mu.Lock()
+	inst, rec := b.inst, b.rec
+	m.mu.Unlock()
+	if inst == nil {
+		return nil
+	}
+	sd, err := m.seedByID(rec.SeedID)
+	if err != nil {
+		return err
+	}
+	set, err := readRoles(ctx, inst.SocketPath(), sd)
+	if err != nil {
+		return fmt.Errorf("read roles of branch %q: %w", rec.Name, err)
+	}
+	if enc := set.Encode(); enc != rec.Roles {
+		return m.save(ctx, b, "roles changed", func(r *catalog.Branch) { r.Roles = enc })
+	}
+	return nil
+}
+
+// readRoles connects to the server on socket as the seed's superuser and reads pg_authid.
+func readRoles(ctx context.Context, socket string, sd catalog.Seed) (roles.Set, error) {
+	cfg, err := pgx.ParseConfig("")
+	if err != nil {
+		return nil, err
+	}
+	db := "postgres"
+	if len(sd.Databases) > 0 && !contains(sd.Databases, db) {
+		db = sd.Databases[0]
+	}
+	cfg.Host, cfg.Port, cfg.User, cfg.Database = "/pgbranch", 5432, sd.Superuser, db
+	cfg.TLSConfig, cfg.Fallbacks = nil, nil
+	cfg.ConnectTimeout = 10 * time.Second
+	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	}
+	cfg.RuntimeParams = map[string]string{"application_name": "pgbranchproxy"}
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	return roles.Read(ctx, c)
+}
+
+// refreshRunningRoles re-reads the roles of running branches used since their roles
+// were last read, so that a password changed inside a branch applies to its next
+// logins at the proxy.
+func (m *Manager) refreshRunningRoles(ctx context.Context) {
+	var todo []*branch
+	m.mu.Lock()
+	for _, b := range m.branches {
+		if b.inst != nil && b.op == nil && (b.sessions > 0 || b.rec.LastUsedAt.After(b.rolesAt)) {
+			todo = append(todo, b)
+			b.rolesAt = m.now()
+		}
+	}
+	m.mu.Unlock()
+	for _, b := range todo {
+		err := m.do(ctx, key{b.rec.Source, b.rec.Name}, "roles", nil, func(ctx context.Context, b *branch) error {
+			return m.refreshRoles(ctx, b)
+		})
+		if err != nil && ctx.Err() == nil {
+			m.log.Debug("refresh roles", zap.String("branch", b.rec.Name), zap.Error(err))
+		}
+	}
+}
