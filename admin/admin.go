@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -155,4 +156,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v)
+}
+
+// RequireToken wraps h so that every path but /healthz needs
+// "Authorization: Bearer <token>", compared in constant time.
+func RequireToken(token string, h http.Handler) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="pgbranchproxy"`)
+			writeJSON(w, http.StatusUnauthorized, Error{Error: "missing or wrong bearer token"})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

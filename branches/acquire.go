@@ -106,6 +106,10 @@ func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, erro
 				return err
 			})
 		case b.rec.State == catalog.Running && b.inst != nil:
+			if max := m.cfg.MaxSessions; max > 0 && b.sessions >= max {
+				m.mu.Unlock()
+				return nil, fmt.Errorf("%w: branch %q has %d", ErrTooManySessions, k.name, b.sessions)
+			}
 			b.sessions++
 			b.hadSession = true
 			b.rec.LastUsedAt = m.now()

@@ -28,3 +28,6 @@ var (
 	// ErrTooMany: max-running branches all have sessions.
 	ErrTooMany = errors.New("too many running branches")
 )
+
+// ErrTooManySessions: the branch has its maximum number of sessions.
+var ErrTooManySessions = errors.New("too many sessions on the branch")

@@ -113,6 +113,13 @@ func (m *Manager) save(ctx context.Context, b *branch, reason string, mutate fun
 // everything it did is undone and the name is free again.
 func (m *Manager) create(ctx context.Context, b *branch, reason string) (err error) {
 	start := time.Now()
+	select {
+	case m.creating <- struct{}{}:
+		defer func() { <-m.creating }()
+	case <-ctx.Done():
+		m.forget(b)
+		return fmt.Errorf("wait for a creation slot: %w", ctx.Err())
+	}
 	m.mu.Lock()
 	rec := b.rec
 	m.mu.Unlock()

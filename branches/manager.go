@@ -46,6 +46,10 @@ type Config struct {
 	ReapInterval time.Duration
 	// Metrics, if set, receives counters and durations.
 	Metrics *Metrics
+	// MaxSessions caps the sessions of one branch; 0: no limit.
+	MaxSessions int
+	// MaxCreating caps creations running at once; others wait their turn (default 4).
+	MaxCreating int
 }
 
 // Manager finds, creates, wakes, stops, resets and destroys branches.
@@ -57,7 +61,8 @@ type Manager struct {
 
 	usage overlay.Usage
 
-	reapMu     sync.Mutex // one reaper pass at a time
+	creating   chan struct{} // semaphore: creations running at once
+	reapMu     sync.Mutex    // one reaper pass at a time
 	kick       chan struct{}
 	stopReaper context.CancelFunc
 	reaperDone chan struct{}
@@ -117,6 +122,9 @@ func New(ctx context.Context, cfg Config, log *zap.Logger) (*Manager, error) {
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = 30 * time.Second
 	}
+	if cfg.MaxCreating <= 0 {
+		cfg.MaxCreating = 4
+	}
 	if cfg.ReapInterval <= 0 {
 		cfg.ReapInterval = 10 * time.Second
 	}
@@ -139,7 +147,8 @@ func New(ctx context.Context, cfg Config, log *zap.Logger) (*Manager, error) {
 	}
 	running, _ := simplelru.NewLRU[key, struct{}](math.MaxInt32, nil)
 	m := &Manager{cfg: cfg, log: log, cat: cat, branches: map[key]*branch{}, sources: map[string]*sourceState{},
-		running: running, kick: make(chan struct{}, 1), reaperDone: make(chan struct{})}
+		running: running, kick: make(chan struct{}, 1), reaperDone: make(chan struct{}),
+		creating: make(chan struct{}, cfg.MaxCreating)}
 	if err := m.reconcile(ctx); err != nil {
 		cat.Close()
 		return nil, fmt.Errorf("reconcile: %w", err)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -101,7 +102,10 @@ func freeAddr(t testing.TB) string {
 func startServer(t testing.TB, state string, extra ...string) *server {
 	t.Helper()
 	s := &server{t: t, state: state, addr: freeAddr(t), stateDir: state}
-	s.args = append([]string{"--state-dir", state, "serve", "--listen", s.addr, "--auth", "trust", "--shim", shimPath}, extra...)
+	s.args = append([]string{"--state-dir", state, "serve", "--listen", s.addr, "--shim", shimPath}, extra...)
+	if !slices.Contains(extra, "--auth") {
+		s.args = append(s.args, "--auth", "trust")
+	}
 	s.start()
 	t.Cleanup(s.stop)
 	return s

@@ -154,7 +154,12 @@ func TestResetOnConnect(t *testing.T) {
 		t.Fatalf("the other session's data changed: %d rows", n)
 	}
 	c.Close(context.Background())
-	r := s.connect(t, "app@r", "options=-cpgbranch.reset=on")
+	// The proxy sees the other session end a moment after the client closes it.
+	eventually(t, 5*time.Second, "reset on connect once the other session ended", func() bool {
+		_, err := s.connectErr("app@r", "options=-cpgbranch.reset=on")
+		return err == nil
+	})
+	r := s.connect(t, "app@r")
 	if err := r.QueryRow(context.Background(), "SELECT count(*) FROM t").Scan(&n); err != nil || n != 1000 {
 		t.Fatalf("after reset on connect: %d rows, %v", n, err)
 	}

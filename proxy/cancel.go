@@ -35,10 +35,10 @@ func cancelKey(pid uint32, secret []byte) string {
 	return string(b[:]) + string(secret)
 }
 
-// issue registers t and returns the process id and secret to give the client. The
-// secret has the backend's length (4 bytes in protocol 3.0, up to 256 in 3.2).
-func (c *cancels) issue(t cancelTarget) (uint32, []byte) {
-	secret := make([]byte, max(len(t.secret), 4))
+// issue registers t and returns the process id and a random secret of secretLen
+// bytes to give the client (4 in protocol 3.0, up to 256 in 3.2).
+func (c *cancels) issue(t cancelTarget, secretLen int) (uint32, []byte) {
+	secret := make([]byte, secretLen)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for {

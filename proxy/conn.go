@@ -5,8 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -19,31 +19,63 @@ import (
 // relay starts (authentication, parameter status, key data).
 const maxBackendStartupMessage = 1 << 20
 
+// Protocol minor versions the proxy speaks with clients: 3.0 and 3.2 (3.2 only
+// lengthens cancel keys). Branch servers are always spoken to in 3.0.
+const newestMinor = 2
+
 // handle serves one client connection from accept to close.
-func (s *Server) handle(conn net.Conn) {
-	defer s.untrack(conn)
-	defer conn.Close()
-	log := s.log.With(zap.Stringer("remote", conn.RemoteAddr()))
+func (s *Server) handle(raw net.Conn) {
+	defer s.untrack(raw)
+	conn := raw
+	defer func() { conn.Close() }()
+	log := s.log.With(zap.Stringer("remote", raw.RemoteAddr()))
+	if max := s.cfg.MaxClientConns; max > 0 && s.Stats.Active.Load() > int64(max) {
+		s.refuse(conn, log, errTooManyClients)
+		return
+	}
 	conn.SetDeadline(time.Now().Add(s.cfg.StartupTimeout))
-	version, params, err := s.readClientStartup(conn, log)
+	st, err := s.readClientStartup(conn, log)
+	if st.conn != nil {
+		conn = st.conn
+	}
 	if err != nil {
-		if errors.Is(err, errProtocol) || errors.Is(err, errNotSupported) {
+		if errors.Is(err, errProtocol) || errors.Is(err, errNotSupported) || errors.Is(err, errSSLRequired) {
 			s.refuse(conn, log, err)
 		} else if ce := log.Check(zap.DebugLevel, "client left during startup"); ce != nil {
 			ce.Write(zap.Error(err))
 		}
 		return
 	}
-	if params == nil {
+	if st.params == nil {
 		return // a cancel request, handled
 	}
-	conn.SetDeadline(time.Time{})
-	route, err := router.Parse(params, s.cfg.DefaultBranch)
+	route, err := router.Parse(st.params, s.cfg.DefaultBranch)
 	if err != nil {
 		s.refuse(conn, log, err)
 		return
 	}
-	log = log.With(zap.String("database", route.Database), zap.String("branch", route.Branch), zap.String("user", params["user"]))
+	user := st.params["user"]
+	log = log.With(zap.String("database", route.Database), zap.String("branch", route.Branch), zap.String("user", user))
+	if err := negotiate(conn, st); err != nil {
+		return
+	}
+	if s.cfg.Auth != AuthTrust {
+		if err := s.login(conn, route, user, raw.RemoteAddr()); err != nil {
+			if errors.Is(err, errAuthFailed) || errors.Is(err, errTooManyFailures) {
+				log.Info("authentication failed", zap.Error(err))
+				s.refuse(conn, log, fmt.Errorf("%w for user %q", err, user))
+			} else if errors.Is(err, errProtocol) || classify(err).id == "" {
+				s.refuse(conn, log, err)
+			} else if ce := log.Check(zap.DebugLevel, "client left during authentication"); ce != nil {
+				ce.Write(zap.Error(err))
+			}
+			return
+		}
+	}
+	if err := writeMsg(conn, &pgproto3.AuthenticationOk{}); err != nil {
+		return
+	}
+	conn.SetDeadline(time.Time{})
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.AcquireTimeout)
 	defer cancel()
 	start := time.Now()
@@ -59,66 +91,157 @@ func (s *Server) handle(conn net.Conn) {
 		return
 	}
 	defer backend.Close()
-	pid, secret, err := s.login(conn, backend, version, route.Params, lease)
+	pid, secret, err := s.startBackend(conn, backend, st, route.Params, lease)
+	if pid != 0 {
+		defer s.cancels.revoke(pid, secret)
+	}
 	if err != nil {
-		if ce := log.Check(zap.DebugLevel, "login to branch ended"); ce != nil {
+		if errors.Is(err, errBackendAuth) {
+			s.refuse(conn, log, err)
+		} else if ce := log.Check(zap.DebugLevel, "branch server refused the session"); ce != nil {
 			ce.Write(zap.Error(err))
 		}
 		return
 	}
-	if pid != 0 {
-		defer s.cancels.revoke(pid, secret)
-	}
 	if ce := log.Check(zap.DebugLevel, "session started"); ce != nil {
 		ce.Write(zap.Duration("startup", time.Since(start)))
 	}
-	relay(conn, backend)
+	if relay(conn, backend, s.cfg.WriteTimeout) {
+		log.Info("client stopped reading: session cut off", zap.Duration("write_timeout", s.cfg.WriteTimeout))
+		abort(raw)
+	}
 }
 
-// readClientStartup reads packets until a StartupMessage, answering SSLRequest and
-// GSSENCRequest with 'N' and forwarding a CancelRequest (then params is nil).
-func (s *Server) readClientStartup(conn net.Conn, log *zap.Logger) (uint32, map[string]string, error) {
+// abort makes the coming Close reset the connection, discarding what the client did
+// not read, instead of leaving the kernel to deliver it.
+func abort(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+}
+
+// login authenticates the client at the proxy, before any branch is created or
+// woken: failed attempts are counted per address.
+func (s *Server) login(conn net.Conn, route router.Route, user string, remote net.Addr) error {
+	host := hostOf(remote)
+	if s.failures.blocked(host, time.Now()) {
+		return errTooManyFailures
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StartupTimeout)
+	defer cancel()
+	set, err := s.branches.Roles(ctx, route)
+	if err != nil {
+		return err
+	}
+	err = s.authenticate(conn, user, set)
+	if errors.Is(err, errAuthFailed) {
+		s.failures.fail(host, time.Now())
+	}
+	return err
+}
+
+// clientStartup is what the client asked for before authentication.
+type clientStartup struct {
+	conn    net.Conn // the connection to go on with: TLS once negotiated
+	tls     bool
+	version uint32
+	params  map[string]string // nil for a cancel request
+	pq      []string          // _pq_.* parameters, which the proxy does not support
+}
+
+// readClientStartup reads packets until a StartupMessage: it answers SSLRequest (with
+// TLS when configured), takes direct TLS (PG17's sslnegotiation=direct), answers
+// GSSENCRequest 'N', and forwards a CancelRequest.
+func (s *Server) readClientStartup(conn net.Conn, log *zap.Logger) (clientStartup, error) {
+	st := clientStartup{conn: conn}
+	if s.cfg.TLS != nil {
+		c, direct, err := s.maybeDirectTLS(conn)
+		st.conn = c
+		if err != nil {
+			return st, err
+		}
+		st.tls = direct
+	}
 	sawSSL, sawGSS := false, false
 	for {
-		code, body, err := readStartup(conn, s.cfg.MaxStartupPacket)
+		code, body, err := readStartup(st.conn, s.cfg.MaxStartupPacket)
 		if err != nil {
 			if errors.Is(err, errStartupLength) {
-				return 0, nil, fmt.Errorf("%w: %v", errProtocol, err)
+				return st, fmt.Errorf("%w: %v", errProtocol, err)
 			}
-			return 0, nil, err
+			return st, err
 		}
 		switch {
-		case code == codeSSL && !sawSSL && len(body) == 4:
+		case code == codeSSL && !sawSSL && !st.tls && len(body) == 4:
 			sawSSL = true
-			if _, err := conn.Write([]byte{'N'}); err != nil {
-				return 0, nil, err
+			if s.cfg.TLS == nil {
+				if _, err := st.conn.Write([]byte{'N'}); err != nil {
+					return st, err
+				}
+				continue
 			}
-		case code == codeGSSENC && !sawGSS && len(body) == 4:
+			if _, err := st.conn.Write([]byte{'S'}); err != nil {
+				return st, err
+			}
+			tc, err := s.handshake(st.conn, false)
+			if err != nil {
+				return st, err
+			}
+			st.conn, st.tls = tc, true
+		case code == codeGSSENC && !sawGSS && !st.tls && len(body) == 4:
 			sawGSS = true
-			if _, err := conn.Write([]byte{'N'}); err != nil {
-				return 0, nil, err
+			if _, err := st.conn.Write([]byte{'N'}); err != nil {
+				return st, err
 			}
 		case code == codeCancel:
 			s.handleCancel(body, log)
-			return 0, nil, nil
+			return st, nil
 		case code&majorVersion == protocolV3:
 			// Decode as 3.0 whatever the minor version: the parameters are framed the
-			// same way, and the branch server negotiates the version with the client.
+			// same way; negotiate answers other minor versions.
 			msg := pgproto3.StartupMessage{}
 			b := append([]byte(nil), body...)
 			binary.BigEndian.PutUint32(b, protocolV3)
 			if err := msg.Decode(b); err != nil {
-				return 0, nil, fmt.Errorf("%w: invalid startup packet", errProtocol)
+				return st, fmt.Errorf("%w: invalid startup packet", errProtocol)
 			}
 			if err := checkParams(msg.Parameters); err != nil {
-				return 0, nil, err
+				return st, err
 			}
-			return code, msg.Parameters, nil
+			if s.cfg.TLSMode == TLSRequire && !st.tls {
+				return st, errSSLRequired
+			}
+			st.version, st.params = code, msg.Parameters
+			for k := range st.params {
+				if strings.HasPrefix(k, "_pq_.") {
+					st.pq = append(st.pq, k)
+					delete(st.params, k)
+				}
+			}
+			return st, nil
 		default:
-			return 0, nil, fmt.Errorf("%w: unsupported frontend protocol %d.%d: server supports 3.0 to 3.2",
-				errProtocol, code>>16, code&0xffff)
+			return st, fmt.Errorf("%w: unsupported frontend protocol %d.%d: server supports 3.0 to 3.%d",
+				errProtocol, code>>16, code&0xffff, newestMinor)
 		}
 	}
+}
+
+// negotiate sends NegotiateProtocolVersion when the client asked for a minor version
+// the proxy does not speak (3.1, or newer than 3.2) or for _pq_ options, as Postgres
+// does. Version 3.1 was never used; it is answered with 3.0.
+func negotiate(conn net.Conn, st clientStartup) error {
+	minor := st.version & 0xffff
+	newest := minor
+	switch {
+	case minor == 1:
+		newest = 0
+	case minor > newestMinor:
+		newest = newestMinor
+	}
+	if newest == minor && len(st.pq) == 0 {
+		return nil
+	}
+	return writeMsg(conn, &pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: newest, UnrecognizedOptions: st.pq})
 }
 
 // checkParams refuses what a branch session cannot be.
@@ -165,16 +288,24 @@ func (s *Server) refuse(conn net.Conn, log *zap.Logger, err error) {
 	writeError(conn, ce)
 }
 
-// login sends the rewritten startup packet to the branch server and relays the
-// authentication and start-up messages until ReadyForQuery, replacing the server's
-// BackendKeyData with a key the proxy issues. It returns the issued key.
-func (s *Server) login(client, backend net.Conn, version uint32, params map[string]string, lease Lease) (uint32, []byte, error) {
-	startup, err := (&pgproto3.StartupMessage{ProtocolVersion: version, Parameters: params}).Encode(nil)
+// errBackendAuth: the branch server asked for a password, which it never should.
+var errBackendAuth = errors.New("branch server asked for authentication")
+
+// startBackend sends the rewritten startup packet to the branch server in protocol
+// 3.0 and relays its start-up messages until ReadyForQuery: its AuthenticationOk is
+// dropped (the proxy already sent one), and its BackendKeyData is replaced with a key
+// the proxy issues. It returns the issued key.
+func (s *Server) startBackend(client, backend net.Conn, st clientStartup, params map[string]string, lease Lease) (uint32, []byte, error) {
+	startup, err := (&pgproto3.StartupMessage{ProtocolVersion: protocolV3, Parameters: params}).Encode(nil)
 	if err != nil {
 		return 0, nil, err
 	}
 	if _, err := backend.Write(startup); err != nil {
 		return 0, nil, err
+	}
+	secretLen := 4
+	if st.version&0xffff >= newestMinor {
+		secretLen = 32 // protocol 3.2 allows up to 256 bytes; Postgres 18 uses 32
 	}
 	var pid uint32
 	var secret []byte
@@ -184,30 +315,23 @@ func (s *Server) login(client, backend net.Conn, version uint32, params map[stri
 			return pid, secret, fmt.Errorf("read from branch server: %w", err)
 		}
 		switch typ {
+		case 'R':
+			if len(msg) >= 9 && binary.BigEndian.Uint32(msg[5:9]) == 0 {
+				continue // AuthenticationOk
+			}
+			return pid, secret, errBackendAuth
+		case 'v':
+			continue // the proxy already negotiated with the client
 		case 'K':
 			var kd pgproto3.BackendKeyData
 			if err := kd.Decode(msg[5:]); err != nil {
 				return pid, secret, err
 			}
-			pid, secret = s.cancels.issue(cancelTarget{dial: lease.Dial, pid: kd.ProcessID, secret: kd.SecretKey, issuedFor: params["database"]})
-			msg, err = (&pgproto3.BackendKeyData{ProcessID: pid, SecretKey: secret}).Encode(nil)
-			if err != nil {
+			pid, secret = s.cancels.issue(cancelTarget{dial: lease.Dial, pid: kd.ProcessID, secret: kd.SecretKey,
+				issuedFor: params["database"]}, secretLen)
+			if msg, err = (&pgproto3.BackendKeyData{ProcessID: pid, SecretKey: secret}).Encode(nil); err != nil {
 				return pid, secret, err
 			}
-		case 'R':
-			if _, err := client.Write(msg); err != nil {
-				return pid, secret, err
-			}
-			if len(msg) >= 9 && needsResponse(binary.BigEndian.Uint32(msg[5:9])) {
-				_, resp, err := readMessage(client, s.cfg.MaxStartupPacket)
-				if err != nil {
-					return pid, secret, err
-				}
-				if _, err := backend.Write(resp); err != nil {
-					return pid, secret, err
-				}
-			}
-			continue
 		}
 		if _, err := client.Write(msg); err != nil {
 			return pid, secret, err
@@ -216,29 +340,49 @@ func (s *Server) login(client, backend net.Conn, version uint32, params map[stri
 		case 'Z':
 			return pid, secret, nil
 		case 'E':
-			return pid, secret, io.EOF
+			return pid, secret, errors.New("branch server sent an error")
 		}
 	}
 }
 
-// needsResponse reports whether an Authentication message of this kind expects the
-// client to answer (cleartext, MD5, SASL and its continuation, GSS).
-func needsResponse(kind uint32) bool {
-	switch kind {
-	case 3, 5, 7, 8, 9, 10, 11:
-		return true
+// relay copies bytes both ways until either side closes, then closes the backend
+// and waits for both copies to finish. A client that stops reading for writeTimeout
+// while the server has data for it is cut off: relay then reports stalled, and the
+// caller resets the client connection.
+func relay(client, backend net.Conn, writeTimeout time.Duration) (stalled bool) {
+	toBackend, toClient := make(chan error, 1), make(chan error, 1)
+	go func() { toBackend <- copyTo(backend, client, 0) }()
+	go func() { toClient <- copyTo(client, backend, writeTimeout) }()
+	select {
+	case <-toBackend:
+		backend.Close()
+		client.SetReadDeadline(time.Now())
+		<-toClient
+	case err := <-toClient:
+		stalled = errors.Is(err, os.ErrDeadlineExceeded)
+		backend.Close()
+		client.SetReadDeadline(time.Now())
+		<-toBackend
 	}
-	return false
+	return stalled
 }
 
-// relay copies bytes both ways until either side closes, then closes both and waits
-// for both copies to finish.
-func relay(client, backend net.Conn) {
-	errc := make(chan error, 2)
-	go func() { _, err := io.Copy(backend, client); errc <- err }()
-	go func() { _, err := io.Copy(client, backend); errc <- err }()
-	<-errc
-	client.Close()
-	backend.Close()
-	<-errc
+// copyTo copies src to dst, setting a write deadline before each write when
+// timeout > 0.
+func copyTo(dst, src net.Conn, timeout time.Duration) error {
+	buf := make([]byte, 32*1024)
+	for {
+		n, rerr := src.Read(buf)
+		if n > 0 {
+			if timeout > 0 {
+				dst.SetWriteDeadline(time.Now().Add(timeout))
+			}
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return err
+			}
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
 }

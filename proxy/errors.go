@@ -25,7 +25,11 @@ const (
 	codeInvalidParameter  = "22023"
 	codeObjectInUse       = "55006"
 	codeInternal          = "XX000"
+	codeInvalidAuthSpec   = "28000"
 )
+
+// errTooManyClients refuses a connection beyond MaxClientConns.
+var errTooManyClients = errors.New("too many clients")
 
 // clientError is what a client is told about a failure, and the id that ties an
 // internal error's log line to the client's Detail.
@@ -52,6 +56,15 @@ func classify(err error) clientError {
 			code = codeInvalidParameter
 		}
 		return clientError{code: code, message: re.Message, hint: re.Hint}
+	case errors.Is(err, errAuthFailed), errors.Is(err, errTooManyFailures):
+		// The same words whether or not the role exists.
+		return clientError{code: codeInvalidPassword, message: err.Error()}
+	case errors.Is(err, errSSLRequired):
+		return clientError{code: codeInvalidAuthSpec, message: "connection requires SSL", hint: "connect with sslmode=require"}
+	case errors.Is(err, errTooManyClients):
+		return clientError{code: codeTooMany, message: "sorry, too many clients already"}
+	case errors.Is(err, branches.ErrTooManySessions):
+		return clientError{code: codeTooMany, message: "too many sessions on this branch", hint: "close idle sessions or raise --max-sessions"}
 	case errors.Is(err, errProtocol):
 		return clientError{code: codeProtocolViolation, message: err.Error()}
 	case errors.Is(err, errNotSupported):

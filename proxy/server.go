@@ -2,13 +2,17 @@ package proxy
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/pgbranchproxy/pgbranchproxy/branches/roles"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
 	"go.uber.org/zap"
 )
@@ -21,10 +25,21 @@ type Lease interface {
 	Release()
 }
 
-// Branches finds or creates the branch a route names and leases it for one session.
+// Branches finds or creates the branch a route names and leases it for one session,
+// and tells which roles a route authenticates against.
 type Branches interface {
 	Acquire(ctx context.Context, r router.Route) (Lease, error)
+	// Roles returns the login roles of the route's branch (or of its base when the
+	// branch does not exist yet), without creating or waking anything.
+	Roles(ctx context.Context, r router.Route) (roles.Set, error)
 }
+
+// TLS modes.
+const (
+	TLSDisable = "disable" // SSLRequest is answered 'N'
+	TLSAllow   = "allow"   // TLS when the client asks for it
+	TLSRequire = "require" // sessions without TLS are refused (cancel requests still work)
+)
 
 // Config configures a Server. The zero value of each field means its default.
 type Config struct {
@@ -39,6 +54,20 @@ type Config struct {
 	MaxStartupPacket int
 	// CancelTimeout bounds forwarding one cancel request (default 5s).
 	CancelTimeout time.Duration
+	// Auth is how clients authenticate at the proxy: AuthSCRAM, AuthMD5 or AuthTrust.
+	// The zero value is AuthTrust; the command's default is AuthSCRAM.
+	Auth string
+	// TLS, when set, is offered to clients; TLSMode says whether it is required.
+	TLS     *tls.Config
+	TLSMode string // TLSAllow (default with TLS) or TLSRequire; TLSDisable without TLS
+	// MaxClientConns refuses connections beyond this many with 53300; 0: no limit.
+	MaxClientConns int
+	// WriteTimeout cuts off a client that does not read what its session sends for
+	// this long (default 60s).
+	WriteTimeout time.Duration
+	// FailedLogins is how many failed logins an address may make per minute before it
+	// is refused (default 20; negative: no limit).
+	FailedLogins int
 }
 
 // Stats are the proxy's connection counters.
@@ -53,7 +82,10 @@ type Server struct {
 	branches Branches
 	log      *zap.Logger
 	cancels  *cancels
-	Stats    Stats
+	failures *failures
+	// fakeSecret makes the stand-in SCRAM salt of unknown roles stable per name.
+	fakeSecret []byte
+	Stats      Stats
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -80,7 +112,42 @@ func New(cfg Config, b Branches, log *zap.Logger) (*Server, error) {
 	if cfg.CancelTimeout <= 0 {
 		cfg.CancelTimeout = 5 * time.Second
 	}
-	return &Server{cfg: cfg, branches: b, log: log, cancels: newCancels(), conns: map[net.Conn]struct{}{}}, nil
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 60 * time.Second
+	}
+	if cfg.FailedLogins == 0 {
+		cfg.FailedLogins = 20
+	}
+	switch cfg.Auth {
+	case "":
+		cfg.Auth = AuthTrust
+	case AuthTrust, AuthSCRAM, AuthMD5:
+	default:
+		return nil, fmt.Errorf("proxy: auth %q: want scram-sha-256, md5 or trust", cfg.Auth)
+	}
+	switch {
+	case cfg.TLS == nil && (cfg.TLSMode == "" || cfg.TLSMode == TLSDisable):
+		cfg.TLSMode = TLSDisable
+	case cfg.TLS == nil:
+		return nil, fmt.Errorf("proxy: tls mode %q needs a certificate", cfg.TLSMode)
+	case cfg.TLSMode == "":
+		cfg.TLSMode = TLSAllow
+	case cfg.TLSMode == TLSDisable:
+		cfg.TLS = nil
+	case cfg.TLSMode != TLSAllow && cfg.TLSMode != TLSRequire:
+		return nil, fmt.Errorf("proxy: tls mode %q: want disable, allow or require", cfg.TLSMode)
+	}
+	if cfg.TLS != nil {
+		cfg.TLS = cfg.TLS.Clone()
+		cfg.TLS.NextProtos = []string{alpnPostgres}
+		if cfg.TLS.MinVersion == 0 {
+			cfg.TLS.MinVersion = tls.VersionTLS12
+		}
+	}
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	return &Server{cfg: cfg, branches: b, log: log, cancels: newCancels(), failures: newFailures(cfg.FailedLogins, time.Minute),
+		fakeSecret: secret, conns: map[net.Conn]struct{}{}}, nil
 }
 
 // Serve accepts connections on ln until ctx ends, handling each in its own

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pgbranchproxy/pgbranchproxy/admin"
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/roles"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/seed"
 	"github.com/pgbranchproxy/pgbranchproxy/proxy"
@@ -44,6 +45,18 @@ type serveFlags struct {
 	diskBudget     string
 	reapInterval   time.Duration
 	metricsListen  string
+	insecureTrust  bool
+	tlsCert        string
+	tlsKey         string
+	tlsAuto        bool
+	tlsMode        string
+	maxClientConns int
+	maxSessions    int
+	maxCreating    int
+	writeTimeout   time.Duration
+	adminListen    string
+	adminToken     string
+	failedLogins   int
 }
 
 func newServe(g *globalFlags) *cobra.Command {
@@ -58,7 +71,19 @@ func newServe(g *globalFlags) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:6432", "address clients connect to")
-	fl.StringVar(&f.auth, "auth", "trust", "client authentication at the proxy: trust")
+	fl.StringVar(&f.auth, "auth", proxy.AuthSCRAM, "client authentication at the proxy, before any branch is created or woken: scram-sha-256, md5 or trust")
+	fl.BoolVar(&f.insecureTrust, "insecure-trust", false, "allow --auth trust on a non-loopback --listen")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (PEM)")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS private key file (PEM)")
+	fl.BoolVar(&f.tlsAuto, "tls-auto", false, "make a CA and a server certificate under <state-dir>/tls (clients verify with tls/ca.crt)")
+	fl.StringVar(&f.tlsMode, "tls-mode", "", "disable, allow or require (default: allow with a certificate, else disable)")
+	fl.IntVar(&f.maxClientConns, "max-client-conns", 0, "client connections at once; more get 53300 (0: no limit)")
+	fl.IntVar(&f.maxSessions, "max-sessions", 0, "sessions per branch; more get 53300 (0: no limit)")
+	fl.IntVar(&f.maxCreating, "max-creating", 4, "branch creations at once; more wait their turn")
+	fl.DurationVar(&f.writeTimeout, "client-write-timeout", time.Minute, "cut off a client that does not read its results for this long")
+	fl.StringVar(&f.adminListen, "admin-listen", "", "also serve the admin API on this TCP address (needs --admin-token)")
+	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token for --admin-listen (or PGBRANCH_ADMIN_TOKEN)")
+	fl.IntVar(&f.failedLogins, "max-failed-logins", 20, "failed logins per minute from one address before it is refused (negative: no limit)")
 	fl.StringVar(&f.pgBin, "pg-bin", "", "directory of the PostgreSQL server binaries (default: pg_config's, else /usr/lib/postgresql/<major>/bin)")
 	fl.StringVar(&f.pgUser, "pg-user", "postgres", "unprivileged OS user that runs branch servers")
 	fl.StringVar(&f.shim, "shim", "", "path of liblazyrw.so (default: next to this binary)")
@@ -108,8 +133,17 @@ func serve(g *globalFlags, f *serveFlags) error {
 	if os.Geteuid() != 0 {
 		return errors.New("serve must run as root: it mounts OverlayFS and starts Postgres as --pg-user")
 	}
-	if f.auth != "trust" {
-		return fmt.Errorf("--auth %q: only trust is available in this version", f.auth)
+	switch f.auth {
+	case proxy.AuthSCRAM, proxy.AuthMD5:
+	case proxy.AuthTrust:
+		if !f.insecureTrust && !loopbackListen(f.listen) {
+			return fmt.Errorf("--auth trust on %s would let anyone who reaches it create branches: listen on loopback, or pass --insecure-trust", f.listen)
+		}
+	default:
+		return fmt.Errorf("--auth must be scram-sha-256, md5 or trust, not %q", f.auth)
+	}
+	if f.adminListen != "" && len(f.adminToken) < 16 {
+		return errors.New("--admin-listen needs --admin-token (or PGBRANCH_ADMIN_TOKEN) of at least 16 characters")
 	}
 	if f.lazyrw != "on" && f.lazyrw != "off" {
 		return fmt.Errorf("--lazyrw must be on or off, not %q", f.lazyrw)
@@ -148,6 +182,16 @@ func serve(g *globalFlags, f *serveFlags) error {
 	if f.policy.DiskBudget, err = parseBudget(f.diskBudget, stateDir); err != nil {
 		return err
 	}
+	tlsCfg, fp, err := loadTLS(f.tlsCert, f.tlsKey, f.tlsAuto, stateDir, f.listen)
+	if err != nil {
+		return err
+	}
+	if tlsCfg == nil && (f.tlsMode == proxy.TLSAllow || f.tlsMode == proxy.TLSRequire) {
+		return fmt.Errorf("--tls-mode %s needs --tls-cert and --tls-key, or --tls-auto", f.tlsMode)
+	}
+	if tlsCfg != nil {
+		log.Info("TLS", zap.String("sha256_fingerprint", fp), zap.String("mode", cmpOr(f.tlsMode, proxy.TLSAllow)))
+	}
 	shim := ""
 	if f.lazyrw == "on" {
 		if shim, err = installShim(f.shim, stateDir); err != nil {
@@ -172,13 +216,23 @@ func serve(g *globalFlags, f *serveFlags) error {
 		Policy:        f.policy,
 		ReapInterval:  f.reapInterval,
 		Metrics:       metrics,
+		MaxSessions:   f.maxSessions,
+		MaxCreating:   f.maxCreating,
 	}, log.Named("branches"))
 	if err != nil {
 		return err
 	}
 
-	px, err := proxy.New(proxy.Config{DefaultBranch: f.defaultBranch, AcquireTimeout: f.startupTimeout},
-		branchesAdapter{mgr}, log.Named("proxy"))
+	px, err := proxy.New(proxy.Config{
+		DefaultBranch:  f.defaultBranch,
+		AcquireTimeout: f.startupTimeout,
+		Auth:           f.auth,
+		TLS:            tlsCfg,
+		TLSMode:        f.tlsMode,
+		MaxClientConns: f.maxClientConns,
+		WriteTimeout:   f.writeTimeout,
+		FailedLogins:   f.failedLogins,
+	}, branchesAdapter{mgr}, log.Named("proxy"))
 	if err != nil {
 		mgr.Close(context.Background())
 		return err
@@ -207,8 +261,20 @@ func serve(g *globalFlags, f *serveFlags) error {
 		return fmt.Errorf("admin socket: %w", err)
 	}
 	os.Chmod(adminSock, 0o600)
-	adminSrv := &http.Server{Handler: admin.Handler(mgr, metricsHandler, log.Named("admin")), ReadHeaderTimeout: 10 * time.Second}
+	adminHandler := admin.Handler(mgr, metricsHandler, log.Named("admin"))
+	adminSrv := &http.Server{Handler: adminHandler, ReadHeaderTimeout: 10 * time.Second}
 	go adminSrv.Serve(adminLn)
+	if f.adminListen != "" {
+		aln, err := net.Listen("tcp", f.adminListen)
+		if err != nil {
+			adminSrv.Close()
+			mgr.Close(context.Background())
+			return fmt.Errorf("--admin-listen: %w", err)
+		}
+		tcpAdmin := &http.Server{Handler: admin.RequireToken(f.adminToken, adminHandler), ReadHeaderTimeout: 10 * time.Second}
+		go tcpAdmin.Serve(aln)
+		defer tcpAdmin.Close()
+	}
 
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
@@ -244,6 +310,10 @@ func serve(g *globalFlags, f *serveFlags) error {
 
 // branchesAdapter gives the proxy the small interface it declares.
 type branchesAdapter struct{ m *branches.Manager }
+
+func (a branchesAdapter) Roles(ctx context.Context, r router.Route) (roles.Set, error) {
+	return a.m.Roles(ctx, r)
+}
 
 func (a branchesAdapter) Acquire(ctx context.Context, r router.Route) (proxy.Lease, error) {
 	l, err := a.m.Acquire(ctx, r)
@@ -327,4 +397,24 @@ func parseBudget(v, stateDir string) (int64, error) {
 		return 0, fmt.Errorf("--disk-budget %q: want a size such as 50GB or a percentage such as 80%%", v)
 	}
 	return n, nil
+}
+
+// loopbackListen reports whether addr listens on loopback only.
+func loopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }

@@ -1,0 +1,85 @@
+package proxy
+
+import (
+	"net"
+	"sync"
+	"time"
+)
+
+// failures counts failed logins per client address in a sliding window. An address
+// with limit failures in the window is refused until the window passes. The map is
+// bounded: the oldest entries go first when it is full. Safe for concurrent use.
+type failures struct {
+	mu      sync.Mutex
+	window  time.Duration
+	limit   int
+	max     int
+	entries map[string]*failureEntry
+}
+
+type failureEntry struct {
+	count int
+	since time.Time
+}
+
+func newFailures(limit int, window time.Duration) *failures {
+	return &failures{window: window, limit: limit, max: 65536, entries: map[string]*failureEntry{}}
+}
+
+func hostOf(addr net.Addr) string {
+	if tcp, ok := addr.(*net.TCPAddr); ok {
+		return tcp.IP.String()
+	}
+	h, _, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return addr.String()
+	}
+	return h
+}
+
+// blocked reports whether host has used up its failed attempts.
+func (f *failures) blocked(host string, now time.Time) bool {
+	if f == nil || f.limit <= 0 {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e := f.entries[host]
+	if e == nil {
+		return false
+	}
+	if now.Sub(e.since) > f.window {
+		delete(f.entries, host)
+		return false
+	}
+	return e.count >= f.limit
+}
+
+// fail records a failed login from host.
+func (f *failures) fail(host string, now time.Time) {
+	if f == nil || f.limit <= 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e := f.entries[host]
+	if e == nil || now.Sub(e.since) > f.window {
+		if len(f.entries) >= f.max {
+			f.evictOldest()
+		}
+		e = &failureEntry{since: now}
+		f.entries[host] = e
+	}
+	e.count++
+}
+
+func (f *failures) evictOldest() {
+	var oldest string
+	var at time.Time
+	for h, e := range f.entries {
+		if oldest == "" || e.since.Before(at) {
+			oldest, at = h, e.since
+		}
+	}
+	delete(f.entries, oldest)
+}
