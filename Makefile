@@ -35,6 +35,7 @@ bench: deps build ## side-by-side benchmarks (BENCH_QUICK=1 for a short run)
 fuzz: ## run every fuzz target for FUZZ_TIME each
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_TIME) ./router
 	$(GO) test -run '^$$' -fuzz '^FuzzStartup$$' -fuzztime $(FUZZ_TIME) ./proxy
+	$(GO) test -run '^$$' -fuzz '^FuzzSCRAM$$' -fuzztime $(FUZZ_TIME) ./proxy
 
 lint: ## gofmt, go vet, staticcheck when installed
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
