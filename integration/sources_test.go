@@ -1,0 +1,145 @@
+package integration
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// runAsPostgres runs a PostgreSQL program as the postgres OS user.
+func runAsPostgres(t testing.TB, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(pgProgram(t, name), args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: postgresCred(t)}
+	cmd.Dir = "/"
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func postgresCred(t testing.TB) *syscall.Credential {
+	t.Helper()
+	out, err := exec.Command("id", "-u", "postgres").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uid, gid uint32
+	fmt.Sscan(string(out), &uid)
+	out, _ = exec.Command("id", "-g", "postgres").Output()
+	fmt.Sscan(string(out), &gid)
+	return &syscall.Credential{Uid: uid, Gid: gid}
+}
+
+// scratchCluster makes a cluster with a table, owned by postgres, in a directory
+// the test removes.
+func scratchCluster(t testing.TB) (dir, pgdata string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "pgbranch-src-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o777)
+	pgdata = filepath.Join(dir, "data")
+	runAsPostgres(t, "initdb", "-D", pgdata, "-U", "postgres", "-A", "trust", "--no-instructions")
+	return dir, pgdata
+}
+
+func TestSourceKinds(t *testing.T) {
+	s := startServer(t, newStateDir(t))
+
+	t.Run("Empty", func(t *testing.T) {
+		s.mustCLI("source", "add", "blank", "--empty")
+		out, err := s.psql(t, "postgres@e1", "SELECT count(*) FROM pg_class WHERE relname = 'accounts'")
+		if err != nil || out != "0" {
+			t.Fatalf("%q %v", out, err)
+		}
+	})
+
+	// A running server, reached over TCP with a replication role: --from-url.
+	dir, pgdata := scratchCluster(t)
+	port := freeAddr(t)
+	_, p, _ := net.SplitHostPort(port)
+	os.WriteFile(filepath.Join(pgdata, "pg_hba.conf"), []byte("local all all trust\nhost all all 127.0.0.1/32 trust\nhost replication all 127.0.0.1/32 trust\n"), 0o600)
+	runAsPostgres(t, "pg_ctl", "-D", pgdata, "-l", filepath.Join(dir, "log"), "-w", "-o",
+		fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%s -c unix_socket_directories=%s", p, dir), "start")
+	stopped := false
+	stop := func() {
+		if !stopped {
+			runAsPostgres(t, "pg_ctl", "-D", pgdata, "-m", "fast", "-w", "stop")
+			stopped = true
+		}
+	}
+	t.Cleanup(stop)
+	runAsPostgres(t, "psql", "-X", "-h", dir, "-p", p, "-U", "postgres", "-d", "postgres", "-v", "ON_ERROR_STOP=1",
+		"-c", "CREATE DATABASE inv", "-c", `\c inv`, "-c", "CREATE TABLE items AS SELECT g AS id FROM generate_series(1, 500) g")
+
+	t.Run("FromURL", func(t *testing.T) {
+		s.mustCLI("source", "add", "live", "--from-url", fmt.Sprintf("postgres://postgres@127.0.0.1:%s/postgres", p))
+		out, err := s.psql(t, "inv@u1", "SELECT count(*) FROM items")
+		if err != nil || out != "500" {
+			t.Fatalf("%q %v\n%s", out, err, s.logs())
+		}
+	})
+
+	t.Run("FromDatadir", func(t *testing.T) {
+		if _, err := s.cli("source", "add", "copy", "--from-datadir", pgdata); err == nil {
+			t.Fatal("a running cluster's data directory was accepted")
+		}
+		stop()
+		s.mustCLI("source", "add", "copy", "--from-datadir", pgdata)
+		// Two sources have database inv: the option picks one.
+		_, err := s.connectErr("inv@d1")
+		if pgCode(err) != "3D000" || !strings.Contains(err.Error(), "several sources") {
+			t.Fatalf("ambiguous database: %v", err)
+		}
+		c := s.connect(t, "inv@d1", "options=-cpgbranch.source=copy")
+		var n int
+		if err := c.QueryRow(t.Context(), "SELECT count(*) FROM items").Scan(&n); err != nil || n != 500 {
+			t.Fatalf("%d %v", n, err)
+		}
+	})
+
+	t.Run("BadSourcesLeaveNothing", func(t *testing.T) {
+		bad := filepath.Join(filepath.Dir(s.state), "bad.sql")
+		os.WriteFile(bad, []byte("CREATE TABLE ok (x int);\nSELECT no_such_function();\n"), 0o644)
+		out, err := s.cli("source", "add", "broken", "--from-sql", bad)
+		if err == nil || !strings.Contains(out, "no_such_function") {
+			t.Fatalf("failing SQL file: %v\n%s", err, out)
+		}
+		if _, err := s.cli("source", "add", "Bad Name", "--empty"); err == nil {
+			t.Error("invalid source name accepted")
+		}
+		if _, err := s.cli("source", "add", "nothere", "--from-url", "postgres://postgres@127.0.0.1:1/postgres"); err == nil {
+			t.Error("unreachable URL accepted")
+		}
+		out = s.mustCLI("source", "ls")
+		for _, name := range []string{"broken", "nothere"} {
+			if strings.Contains(out, name) {
+				t.Errorf("failed source %s listed:\n%s", name, out)
+			}
+		}
+		entries, _ := os.ReadDir(filepath.Join(s.state, "build"))
+		if len(entries) != 0 {
+			t.Errorf("build area not cleaned: %v", entries)
+		}
+	})
+
+	t.Run("RemoveSource", func(t *testing.T) {
+		if _, err := s.cli("source", "rm", "blank"); err == nil {
+			t.Fatal("removed a source that has branches")
+		}
+		s.mustCLI("branch", "destroy", "e1")
+		s.mustCLI("source", "rm", "blank")
+		if _, err := os.Stat(filepath.Join(s.state, "seeds", "blank")); !os.IsNotExist(err) {
+			t.Errorf("seed of a removed source left: %v", err)
+		}
+	})
+}
