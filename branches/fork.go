@@ -3,7 +3,6 @@ package branches
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/roles"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
@@ -54,7 +52,7 @@ func (m *Manager) fork(ctx context.Context, b *branch, parent string) error {
 		return err
 	}
 	os.RemoveAll(layer)
-	conn, err := m.superuserConn(ctx, lease, sd)
+	conn, err := superuserConn(ctx, sd, lease.Dial)
 	if err != nil {
 		return fmt.Errorf("connect to parent %q: %w", parent, err)
 	}
@@ -109,32 +107,6 @@ func (m *Manager) fork(ctx context.Context, b *branch, parent string) error {
 	return m.save(ctx, b, "fork layer ready", func(r *catalog.Branch) {
 		r.Layers, r.SeedID, r.Parent, r.Roles = b.rec.Layers, prec.SeedID, parent, parentRoles.Encode()
 	})
-}
-
-// superuserConn connects to a leased branch as its seed's superuser.
-func (m *Manager) superuserConn(ctx context.Context, l *Lease, sd catalog.Seed) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig("")
-	if err != nil {
-		return nil, err
-	}
-	db := "postgres"
-	if len(sd.Databases) > 0 && !contains(sd.Databases, db) {
-		db = sd.Databases[0]
-	}
-	cfg.Host, cfg.Port, cfg.User, cfg.Database = "/pgbranch", 5432, sd.Superuser, db
-	cfg.TLSConfig, cfg.Fallbacks = nil, nil
-	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) { return l.Dial(ctx) }
-	cfg.RuntimeParams = map[string]string{"application_name": "pgbranchproxy"}
-	return pgx.ConnectConfig(ctx, cfg)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // copyTree copies src into dst (created if needed) preserving owners, modes, xattrs

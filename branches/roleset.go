@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -71,28 +72,34 @@ func (m *Manager) refreshRoles(ctx context.Context, b *branch) error {
 
 // readRoles connects to the server on socket as the seed's superuser and reads pg_authid.
 func readRoles(ctx context.Context, socket string, sd catalog.Seed) (roles.Set, error) {
-	cfg, err := pgx.ParseConfig("")
-	if err != nil {
-		return nil, err
-	}
-	db := "postgres"
-	if len(sd.Databases) > 0 && !contains(sd.Databases, db) {
-		db = sd.Databases[0]
-	}
-	cfg.Host, cfg.Port, cfg.User, cfg.Database = "/pgbranch", 5432, sd.Superuser, db
-	cfg.TLSConfig, cfg.Fallbacks = nil, nil
-	cfg.ConnectTimeout = 10 * time.Second
-	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) {
+	c, err := superuserConn(ctx, sd, func(ctx context.Context) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", socket)
-	}
-	cfg.RuntimeParams = map[string]string{"application_name": "pgbranchproxy"}
-	c, err := pgx.ConnectConfig(ctx, cfg)
+	})
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close(context.WithoutCancel(ctx))
 	return roles.Read(ctx, c)
+}
+
+// superuserConn connects to a branch server, reached with dial, as its seed's
+// superuser, to its maintenance database.
+func superuserConn(ctx context.Context, sd catalog.Seed, dial func(context.Context) (net.Conn, error)) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig("")
+	if err != nil {
+		return nil, err
+	}
+	db := "postgres"
+	if len(sd.Databases) > 0 && !slices.Contains(sd.Databases, db) {
+		db = sd.Databases[0]
+	}
+	cfg.Host, cfg.Port, cfg.User, cfg.Database = "/pgbranch", 5432, sd.Superuser, db
+	cfg.TLSConfig, cfg.Fallbacks = nil, nil
+	cfg.ConnectTimeout = 10 * time.Second
+	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) }
+	cfg.RuntimeParams = map[string]string{"application_name": "pgbranchproxy"}
+	return pgx.ConnectConfig(ctx, cfg)
 }
 
 // refreshRunningRoles re-reads the roles of running branches used since their roles

@@ -1,0 +1,174 @@
+package branches
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/router"
+)
+
+// CreateOptions are the settings of a branch created through the admin API.
+type CreateOptions struct {
+	Source    string        // "" picks the only source
+	From      string        // parent branch; "" for the seed
+	TTL       time.Duration // 0: the server's default
+	Quota     int64         // 0: the server's default
+	Ephemeral bool
+}
+
+// Create creates a branch without a session and waits until it runs.
+func (m *Manager) Create(ctx context.Context, name string, opts CreateOptions) error {
+	if !router.ValidBranchName(name) {
+		return fmt.Errorf("%w: branch name %q: use 1-63 characters of a-z, 0-9 and '-', starting with a letter or digit", ErrInvalid, name)
+	}
+	source, err := m.pickSource(opts.Source)
+	if err != nil {
+		return err
+	}
+	for {
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			return ErrClosed
+		}
+		if _, ok := m.branches[key{source, name}]; ok {
+			m.mu.Unlock()
+			return fmt.Errorf("branch %q of source %q: %w", name, source, ErrExists)
+		}
+		if err := m.checkBudgetLocked(ctx); err != nil {
+			m.mu.Unlock()
+			return err
+		}
+		victim, err := m.roomLocked()
+		if err != nil {
+			m.mu.Unlock()
+			return err
+		}
+		if victim != nil {
+			m.mu.Unlock()
+			if err := wait(ctx, victim); err != nil && ctx.Err() != nil {
+				return err
+			}
+			continue
+		}
+		nb, err := m.newBranchLocked(key{source, name}, router.Route{Branch: name,
+			Options: router.Options{From: opts.From, TTL: opts.TTL, Quota: opts.Quota, Ephemeral: opts.Ephemeral}})
+		if err != nil {
+			m.mu.Unlock()
+			return err
+		}
+		m.branches[key{source, name}] = nb
+		o := m.startOp(nb, "create", func(ctx context.Context) error { return m.create(ctx, nb, "admin create") })
+		m.mu.Unlock()
+		return wait(ctx, o)
+	}
+}
+
+// Reset throws the branch's writes away; it refuses a branch with open sessions.
+func (m *Manager) Reset(ctx context.Context, source, name string) error {
+	return m.adminOp(ctx, source, name, "reset", m.resetBranch)
+}
+
+// Destroy removes the branch and its data; it refuses a branch with open sessions.
+func (m *Manager) Destroy(ctx context.Context, source, name string) error {
+	return m.adminOp(ctx, source, name, "destroy", m.destroyBranch)
+}
+
+// Stop stops the branch's server, keeping its data; it refuses a branch with open sessions.
+func (m *Manager) Stop(ctx context.Context, source, name string) error {
+	return m.adminOp(ctx, source, name, "stop", m.stopBranch)
+}
+
+// adminOp runs one of the lifecycle steps on a branch with no sessions, on behalf of
+// the admin API, and counts it.
+func (m *Manager) adminOp(ctx context.Context, source, name, what string, step func(context.Context, *branch, string) error) error {
+	source, err := m.sourceOfBranch(source, name)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	err = m.do(ctx, key{source, name}, what, noSessions, func(ctx context.Context, b *branch) error {
+		return step(ctx, b, "admin "+what)
+	})
+	if err == nil {
+		m.cfg.Metrics.action(what, "admin")
+		m.cfg.Metrics.took(what, time.Since(start))
+	}
+	return err
+}
+
+// Settings are per-branch overrides of the lifecycle policy; nil fields stay as they are.
+type Settings struct {
+	TTL   *time.Duration `json:"ttl,omitempty"`
+	Quota *int64         `json:"quota,omitempty"`
+}
+
+// Set changes a branch's TTL or quota.
+func (m *Manager) Set(ctx context.Context, source, name string, s Settings) error {
+	source, err := m.sourceOfBranch(source, name)
+	if err != nil {
+		return err
+	}
+	if (s.TTL != nil && *s.TTL < 0) || (s.Quota != nil && *s.Quota < 0) {
+		return fmt.Errorf("%w: negative ttl or quota", ErrInvalid)
+	}
+	err = m.do(ctx, key{source, name}, "set", nil, func(ctx context.Context, b *branch) error {
+		return m.save(ctx, b, "admin set", func(r *catalog.Branch) {
+			if s.TTL != nil {
+				r.TTL = *s.TTL
+			}
+			if s.Quota != nil {
+				r.Quota = *s.Quota
+			}
+		})
+	})
+	if err == nil {
+		m.kickReaper()
+	}
+	return err
+}
+
+// sourceOfBranch finds the source of a branch named name when source is "".
+func (m *Manager) sourceOfBranch(source, name string) (string, error) {
+	if source != "" {
+		return source, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var found []string
+	for k := range m.branches {
+		if k.name == name {
+			found = append(found, k.source)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("branch %q: %w", name, ErrNotFound)
+	case 1:
+		return found[0], nil
+	}
+	return "", fmt.Errorf("%w: branch %q exists in several sources %v: name one with --source", ErrInvalid, name, found)
+}
+
+// pickSource returns name if it exists, or the only source when name is "".
+func (m *Manager) pickSource(name string) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if name != "" {
+		if m.sources[name] == nil {
+			return "", fmt.Errorf("source %q: %w", name, ErrNotFound)
+		}
+		return name, nil
+	}
+	if len(m.sources) == 1 {
+		for n := range m.sources {
+			return n, nil
+		}
+	}
+	if len(m.sources) == 0 {
+		return "", fmt.Errorf("no sources: %w", ErrNotFound)
+	}
+	return "", fmt.Errorf("%w: several sources exist: name one with --source", ErrInvalid)
+}
