@@ -16,6 +16,7 @@ import (
 // Manager is what the API needs of the branch manager.
 type Manager interface {
 	AddSource(ctx context.Context, req branches.SourceRequest, progress func(string)) (branches.SourceInfo, error)
+	RefreshSource(ctx context.Context, name string, progress func(string)) (branches.SourceInfo, error)
 	RemoveSource(ctx context.Context, name string) error
 	Sources() []branches.SourceInfo
 	List() []branches.Info
@@ -38,6 +39,12 @@ func Handler(m Manager, metrics http.Handler, log *zap.Logger) http.Handler {
 	mux.HandleFunc("GET /v1/info", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, m.Info()) })
 	mux.HandleFunc("GET /v1/sources", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, m.Sources()) })
 	mux.HandleFunc("POST /v1/sources", a.addSource)
+	mux.HandleFunc("POST /v1/sources/{name}/refresh", func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		a.streamSeed(w, name, func(progress func(string)) (branches.SourceInfo, error) {
+			return a.m.RefreshSource(r.Context(), name, progress)
+		})
+	})
 	mux.HandleFunc("DELETE /v1/sources/{name}", func(w http.ResponseWriter, r *http.Request) {
 		a.result(w, m.RemoveSource(r.Context(), r.PathValue("name")))
 	})
@@ -96,8 +103,14 @@ func (a *api) addSource(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, Error{Error: "invalid JSON: " + err.Error()})
 		return
 	}
-	// Progress streams as newline-delimited JSON; the status is 200 from the start,
-	// and the last line says how it ended.
+	a.streamSeed(w, req.Name, func(progress func(string)) (branches.SourceInfo, error) {
+		return a.m.AddSource(r.Context(), req, progress)
+	})
+}
+
+// streamSeed runs a seed build, streaming its progress as newline-delimited JSON; the
+// status is 200 from the start, and the last line says how it ended.
+func (a *api) streamSeed(w http.ResponseWriter, name string, build func(progress func(string)) (branches.SourceInfo, error)) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	var mu sync.Mutex
@@ -111,9 +124,9 @@ func (a *api) addSource(w http.ResponseWriter, r *http.Request) {
 			flusher.Flush()
 		}
 	}
-	info, err := a.m.AddSource(r.Context(), req, func(line string) { emit(Progress{Progress: line}) })
+	info, err := build(func(line string) { emit(Progress{Progress: line}) })
 	if err != nil {
-		a.log.Warn("add source", zap.String("source", req.Name), zap.Error(err))
+		a.log.Warn("build seed", zap.String("source", name), zap.Error(err))
 		emit(Progress{Error: err.Error()})
 		return
 	}

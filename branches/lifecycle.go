@@ -405,6 +405,7 @@ func (m *Manager) destroyBranch(ctx context.Context, b *branch, reason string) e
 	}
 	m.forget(b)
 	m.collectLayers(ctx)
+	m.collectSeeds(ctx)
 	m.log.Info("branch destroyed", zap.String("source", rec.Source), zap.String("branch", rec.Name), zap.String("reason", reason))
 	return nil
 }

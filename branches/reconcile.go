@@ -85,6 +85,7 @@ func (m *Manager) reconcile(ctx context.Context) error {
 		m.branches[key{rec.Source, rec.Name}] = b
 	}
 	m.collectLayers(ctx)
+	m.collectSeeds(ctx)
 	// Directories no branch owns are leftovers of a creation whose row never landed.
 	entries, _ := os.ReadDir(filepath.Join(m.cfg.StateDir, "branches"))
 	for _, e := range entries {

@@ -92,6 +92,67 @@ func (m *Manager) AddSource(ctx context.Context, req SourceRequest, progress fun
 	return m.sourceInfo(src.Name), nil
 }
 
+// RefreshSource builds a new seed generation of a source from the same origin. New
+// branches use it; existing branches keep the generation they were made from, which
+// is removed once the last of them is destroyed.
+func (m *Manager) RefreshSource(ctx context.Context, name string, progress func(string)) (SourceInfo, error) {
+	m.mu.Lock()
+	st := m.sources[name]
+	m.mu.Unlock()
+	if st == nil {
+		return SourceInfo{}, fmt.Errorf("source %q: %w", name, ErrNotFound)
+	}
+	req := SourceRequest{Name: name, Kind: st.src.Kind, Database: st.src.DefaultDatabase}
+	switch st.src.Kind {
+	case seed.KindSQL:
+		req.SQLFile = st.src.Spec
+	case seed.KindURL:
+		req.URL = st.src.Spec
+	case seed.KindDataDir:
+		req.DataDir = st.src.Spec
+	}
+	sd, err := m.buildSeed(ctx, st.src, req, progress)
+	if err != nil {
+		return SourceInfo{}, err
+	}
+	m.mu.Lock()
+	st.seed = &sd
+	m.mu.Unlock()
+	m.collectSeeds(ctx)
+	return m.sourceInfo(name), nil
+}
+
+// collectSeeds removes seed generations that are not their source's newest and that
+// no branch uses any more.
+func (m *Manager) collectSeeds(ctx context.Context) {
+	seeds, err := m.cat.Seeds(ctx)
+	if err != nil {
+		return
+	}
+	m.mu.Lock()
+	used := map[int64]bool{}
+	for _, b := range m.branches {
+		used[b.rec.SeedID] = true
+	}
+	for _, st := range m.sources {
+		if st.seed != nil {
+			used[st.seed.ID] = true
+		}
+	}
+	m.mu.Unlock()
+	for _, sd := range seeds {
+		if used[sd.ID] || sd.State != catalog.SeedReady {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Dir(m.seedDir(sd))); err != nil {
+			m.log.Warn("remove old seed", zap.String("source", sd.Source), zap.Int("generation", sd.Generation), zap.Error(err))
+			continue
+		}
+		m.cat.DeleteSeed(context.WithoutCancel(ctx), sd.ID)
+		m.log.Info("removed unused seed generation", zap.String("source", sd.Source), zap.Int("generation", sd.Generation))
+	}
+}
+
 // buildSeed builds a new seed generation of src in the build area and moves it under
 // seeds/ once settled.
 func (m *Manager) buildSeed(ctx context.Context, src catalog.Source, req SourceRequest, progress func(string)) (catalog.Seed, error) {

@@ -143,3 +143,32 @@ func TestSourceKinds(t *testing.T) {
 		}
 	})
 }
+
+func TestSourceRefresh(t *testing.T) {
+	s := startServer(t, newStateDir(t))
+	sqlFile := filepath.Join(filepath.Dir(s.state), "app.sql")
+	os.WriteFile(sqlFile, []byte("CREATE TABLE v AS SELECT 1 AS gen;"), 0o644)
+	s.mustCLI("source", "add", "app", "--from-sql", sqlFile)
+	if out, err := s.psql(t, "app@old", "SELECT gen FROM v"); err != nil || out != "1" {
+		t.Fatalf("%q %v", out, err)
+	}
+	os.WriteFile(sqlFile, []byte("CREATE TABLE v AS SELECT 2 AS gen;"), 0o644)
+	out := s.mustCLI("source", "refresh", "app")
+	if !strings.Contains(out, "generation 2") {
+		t.Fatalf("refresh: %s", out)
+	}
+	if out, err := s.psql(t, "app@new", "SELECT gen FROM v"); err != nil || out != "2" {
+		t.Fatalf("new branch after refresh: %q %v", out, err)
+	}
+	if out, err := s.psql(t, "app@old", "SELECT gen FROM v"); err != nil || out != "1" {
+		t.Fatalf("old branch after refresh: %q %v", out, err)
+	}
+	g1 := filepath.Join(s.state, "seeds", "app", "g1")
+	if _, err := os.Stat(g1); err != nil {
+		t.Fatalf("generation 1 removed while a branch uses it: %v", err)
+	}
+	s.mustCLI("branch", "destroy", "old")
+	if _, err := os.Stat(g1); !os.IsNotExist(err) {
+		t.Errorf("generation 1 kept after its last branch went: %v", err)
+	}
+}

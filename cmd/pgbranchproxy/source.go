@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +19,7 @@ import (
 
 func newSource(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "source", Short: "Manage sources (the seeded databases branches are made from)"}
-	cmd.AddCommand(newSourceAdd(g), newSourceLs(g), newSourceRm(g))
+	cmd.AddCommand(newSourceAdd(g), newSourceLs(g), newSourceRm(g), newSourceRefresh(g))
 	return cmd
 }
 
@@ -60,17 +61,7 @@ func newSourceAdd(g *globalFlags) *cobra.Command {
 			default:
 				req.Kind = seed.KindEmpty
 			}
-			start := time.Now()
-			p, err := newClient(g).stream(cmd.Context(), "/v1/sources", req, func(line string) {
-				fmt.Fprintf(os.Stderr, "  %6.1fs  %s\n", time.Since(start).Seconds(), line)
-			})
-			if err != nil {
-				return err
-			}
-			s := p.Source
-			fmt.Printf("source %s ready: PostgreSQL %s, databases %s, seeded in %s\n",
-				s.Name, s.PGVersion, strings.Join(s.Databases, ", "), time.Since(start).Round(time.Millisecond))
-			return nil
+			return streamSeed(cmd, g, "/v1/sources", req)
 		},
 	}
 	cmd.Flags().StringVar(&req.SQLFile, "from-sql", "", "initdb a cluster and run this SQL file (ON_ERROR_STOP) in --database")
@@ -116,4 +107,30 @@ func newSourceRm(g *globalFlags) *cobra.Command {
 			return newClient(g).call(cmd.Context(), http.MethodDelete, "/v1/sources/"+args[0], nil, nil)
 		},
 	}
+}
+
+func newSourceRefresh(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "refresh NAME",
+		Short: "Build a new seed generation from the source's origin; existing branches keep theirs",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return streamSeed(cmd, g, "/v1/sources/"+url.PathEscape(args[0])+"/refresh", struct{}{})
+		},
+	}
+}
+
+// streamSeed posts a seed build and prints its progress, then a summary.
+func streamSeed(cmd *cobra.Command, g *globalFlags, path string, body any) error {
+	start := time.Now()
+	p, err := newClient(g).stream(cmd.Context(), path, body, func(line string) {
+		fmt.Fprintf(os.Stderr, "  %6.1fs  %s\n", time.Since(start).Seconds(), line)
+	})
+	if err != nil {
+		return err
+	}
+	s := p.Source
+	fmt.Printf("source %s ready: generation %d, PostgreSQL %s, databases %s, seeded in %s\n",
+		s.Name, s.Generation, s.PGVersion, strings.Join(s.Databases, ", "), time.Since(start).Round(time.Millisecond))
+	return nil
 }
