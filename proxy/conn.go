@@ -39,7 +39,7 @@ func (s *Server) handle(raw net.Conn) {
 		conn = st.conn
 	}
 	if err != nil {
-		if errors.Is(err, errProtocol) || errors.Is(err, errNotSupported) || errors.Is(err, errSSLRequired) {
+		if errors.Is(err, errProtocol) || errors.Is(err, errNotSupported) || errors.Is(err, errSSLRequired) || errors.Is(err, errNoUser) {
 			s.refuse(conn, log, err)
 		} else if ce := log.Check(zap.DebugLevel, "client left during startup"); ce != nil {
 			ce.Write(zap.Error(err))
@@ -64,7 +64,7 @@ func (s *Server) handle(raw net.Conn) {
 			if errors.Is(err, errAuthFailed) || errors.Is(err, errTooManyFailures) {
 				log.Info("authentication failed", zap.Error(err))
 				s.refuse(conn, log, fmt.Errorf("%w for user %q", err, user))
-			} else if errors.Is(err, errProtocol) || classify(err).id == "" {
+			} else if errors.Is(err, errProtocol) || errors.Is(err, errRoles) || classify(err).id == "" {
 				s.refuse(conn, log, err)
 			} else if ce := log.Check(zap.DebugLevel, "client left during authentication"); ce != nil {
 				ce.Write(zap.Error(err))
@@ -91,6 +91,11 @@ func (s *Server) handle(raw net.Conn) {
 		return
 	}
 	defer backend.Close()
+	// Bound the branch server's start-up by the acquire deadline: a silent server must
+	// not hold the handler, its lease and Shutdown.
+	if d, ok := ctx.Deadline(); ok {
+		backend.SetDeadline(d)
+	}
 	pid, secret, err := s.startBackend(conn, backend, st, route.Params, lease)
 	if pid != 0 {
 		defer s.cancels.revoke(pid, secret)
@@ -103,6 +108,7 @@ func (s *Server) handle(raw net.Conn) {
 		}
 		return
 	}
+	backend.SetDeadline(time.Time{})
 	if ce := log.Check(zap.DebugLevel, "session started"); ce != nil {
 		ce.Write(zap.Duration("startup", time.Since(start)))
 	}
@@ -131,7 +137,7 @@ func (s *Server) login(conn net.Conn, route router.Route, user string, remote ne
 	defer cancel()
 	set, err := s.branches.Roles(ctx, route)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errRoles, err)
 	}
 	err = s.authenticate(conn, user, set)
 	if errors.Is(err, errAuthFailed) {
@@ -139,6 +145,13 @@ func (s *Server) login(conn net.Conn, route router.Route, user string, remote ne
 	}
 	return err
 }
+
+// errNoUser: a startup packet without a user name (28000, as Postgres answers it).
+var errNoUser = errors.New("no PostgreSQL user name specified in startup packet")
+
+// errRoles marks a failure to look up the roles to authenticate against: the client
+// is told (XX000 with an error id for internal errors), unlike a client that left.
+var errRoles = errors.New("look up login roles")
 
 // clientStartup is what the client asked for before authentication.
 type clientStartup struct {
@@ -254,7 +267,7 @@ func checkParams(p map[string]string) error {
 		}
 	}
 	if p["user"] == "" {
-		return fmt.Errorf("%w: no PostgreSQL user name specified in startup packet", errProtocol)
+		return errNoUser
 	}
 	return nil
 }

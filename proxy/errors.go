@@ -59,6 +59,8 @@ func classify(err error) clientError {
 	case errors.Is(err, errAuthFailed), errors.Is(err, errTooManyFailures):
 		// The same words whether or not the role exists.
 		return clientError{code: codeInvalidPassword, message: err.Error()}
+	case errors.Is(err, errNoUser):
+		return clientError{code: codeInvalidAuthSpec, message: err.Error()}
 	case errors.Is(err, errSSLRequired):
 		return clientError{code: codeInvalidAuthSpec, message: "connection requires SSL", hint: "connect with sslmode=require"}
 	case errors.Is(err, errTooManyClients):

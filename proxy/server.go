@@ -87,9 +87,10 @@ type Server struct {
 	fakeSecret []byte
 	Stats      Stats
 
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	closing bool // set by Shutdown before it waits; track refuses from then on
+	wg      sync.WaitGroup
 }
 
 // New returns a Server.
@@ -186,7 +187,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 func (s *Server) track(c net.Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.conns == nil {
+	if s.closing {
 		return false
 	}
 	s.conns[c] = struct{}{}
@@ -208,6 +209,9 @@ func (s *Server) untrack(c net.Conn) {
 // Shutdown waits for sessions to end until ctx ends, then closes the rest, and waits
 // for every connection handler to return. Serve's context should be done first.
 func (s *Server) Shutdown(ctx context.Context) {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {

@@ -1,0 +1,290 @@
+package proxy_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"maps"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/roles"
+	"github.com/pgbranchproxy/pgbranchproxy/proxy"
+	"github.com/pgbranchproxy/pgbranchproxy/router"
+)
+
+// The key the fake branch server gives every session.
+const backendPID = 4242
+
+var backendSecret = []byte{1, 2, 3, 4}
+
+// within bounds every wait for something that should happen; it is an upper bound
+// on "eventually", never a timing assertion.
+const within = 5 * time.Second
+
+// Scripts for the fake branch server's login.
+const (
+	scriptOK            = ""                // AuthenticationOk, ParameterStatus, BackendKeyData, ReadyForQuery
+	scriptAuthError     = "auth-error"      // ErrorResponse 28P01 instead of AuthenticationOk
+	scriptErrorAfterKey = "error-after-key" // AuthenticationOk, BackendKeyData, then ErrorResponse 53300
+	scriptSilent        = "silent"          // reads the startup packet and never answers
+	scriptPassword      = "password"        // asks for a cleartext password
+)
+
+// fakeServer is a scripted Postgres server on 127.0.0.1, standing in for a branch's
+// server. It reports each StartupMessage and each CancelRequest it gets.
+type fakeServer struct {
+	t        *testing.T
+	ln       net.Listener
+	script   string
+	startups chan pgproto3.StartupMessage
+	cancels  chan pgproto3.CancelRequest
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func startFakeServer(t *testing.T, script string) *fakeServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &fakeServer{
+		t:        t,
+		ln:       ln,
+		script:   script,
+		startups: make(chan pgproto3.StartupMessage, 64),
+		cancels:  make(chan pgproto3.CancelRequest, 64),
+		conns:    map[net.Conn]struct{}{},
+	}
+	s.wg.Add(1)
+	go s.accept()
+	t.Cleanup(func() {
+		ln.Close()
+		s.mu.Lock()
+		s.closed = true
+		for c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+		s.wg.Wait()
+	})
+	return s
+}
+
+func (s *fakeServer) addr() string { return s.ln.Addr().String() }
+
+func (s *fakeServer) accept() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			c.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1) // the accept loop holds the count above zero: no race with Wait
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			defer func() {
+				s.mu.Lock()
+				delete(s.conns, c)
+				s.mu.Unlock()
+				c.Close()
+			}()
+			s.serve(c)
+		}()
+	}
+}
+
+func (s *fakeServer) serve(c net.Conn) {
+	be := pgproto3.NewBackend(c, c)
+	msg, err := be.ReceiveStartupMessage()
+	if err != nil {
+		return
+	}
+	switch m := msg.(type) {
+	case *pgproto3.CancelRequest:
+		report(s.t, s.cancels, pgproto3.CancelRequest{ProcessID: m.ProcessID, SecretKey: bytes.Clone(m.SecretKey)})
+		return // closing the connection acknowledges the cancel
+	case *pgproto3.StartupMessage:
+		report(s.t, s.startups, pgproto3.StartupMessage{ProtocolVersion: m.ProtocolVersion, Parameters: maps.Clone(m.Parameters)})
+	default:
+		s.t.Errorf("fake server: unexpected startup message %T", msg)
+		return
+	}
+	switch s.script {
+	case scriptSilent:
+		io.Copy(io.Discard, c) // until the proxy or the cleanup closes the connection
+		return
+	case scriptPassword:
+		be.Send(&pgproto3.AuthenticationCleartextPassword{})
+		be.Flush()
+		io.Copy(io.Discard, c)
+		return
+	case scriptAuthError:
+		be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "28P01",
+			Message: `password authentication failed for user "u"`})
+		be.Flush()
+		return
+	case scriptErrorAfterKey:
+		be.Send(&pgproto3.AuthenticationOk{})
+		be.Send(&pgproto3.BackendKeyData{ProcessID: backendPID, SecretKey: backendSecret})
+		be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "53300",
+			Message: "sorry, too many clients already"})
+		be.Flush()
+		return
+	}
+	be.Send(&pgproto3.AuthenticationOk{})
+	be.Send(&pgproto3.ParameterStatus{Name: "server_version", Value: "15.0"})
+	be.Send(&pgproto3.BackendKeyData{ProcessID: backendPID, SecretKey: backendSecret})
+	be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+	if err := be.Flush(); err != nil {
+		return
+	}
+	for {
+		msg, err := be.Receive()
+		if err != nil {
+			return
+		}
+		switch msg.(type) {
+		case *pgproto3.Query:
+			be.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")})
+			be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+			if err := be.Flush(); err != nil {
+				return
+			}
+		case *pgproto3.Terminate:
+			return
+		default:
+			s.t.Errorf("fake server: unexpected message %T", msg)
+			return
+		}
+	}
+}
+
+// report sends v on a buffered channel, failing the test rather than blocking.
+func report[T any](t *testing.T, ch chan<- T, v T) {
+	select {
+	case ch <- v:
+	default:
+		t.Errorf("report channel full, dropped %v", v)
+	}
+}
+
+// recv waits for one value on ch.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(within):
+		t.Fatalf("no %s within %v", what, within)
+	}
+	var zero T
+	return zero
+}
+
+// noneYet checks that nothing has been sent on ch.
+func noneYet[T any](t *testing.T, ch <-chan T, what string) {
+	t.Helper()
+	select {
+	case v := <-ch:
+		t.Errorf("unexpected %s: %+v", what, v)
+	default:
+	}
+}
+
+// fakeBranches is a proxy.Branches whose leases dial a fake server. Acquire fails
+// with err when it is set. Roles returns roles, or fails with rolesErr.
+type fakeBranches struct {
+	addr     string
+	err      error
+	routes   chan router.Route // one per Acquire
+	roles    roles.Set
+	rolesErr error
+	lookups  chan router.Route // one per Roles
+
+	mu     sync.Mutex
+	leases []*fakeLease
+}
+
+func newFakeBranches(addr string, err error) *fakeBranches {
+	return &fakeBranches{addr: addr, err: err, routes: make(chan router.Route, 64), lookups: make(chan router.Route, 64)}
+}
+
+func (b *fakeBranches) Roles(ctx context.Context, r router.Route) (roles.Set, error) {
+	select {
+	case b.lookups <- r:
+	default:
+		panic("fakeBranches: lookups channel full")
+	}
+	return b.roles, b.rolesErr
+}
+
+func (b *fakeBranches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, error) {
+	select {
+	case b.routes <- r:
+	default:
+		panic("fakeBranches: routes channel full")
+	}
+	if b.err != nil {
+		return nil, b.err
+	}
+	l := &fakeLease{addr: b.addr, released: make(chan struct{})}
+	b.mu.Lock()
+	b.leases = append(b.leases, l)
+	b.mu.Unlock()
+	return l, nil
+}
+
+// lease returns the i-th lease Acquire handed out.
+func (b *fakeBranches) lease(t *testing.T, i int) *fakeLease {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if i >= len(b.leases) {
+		t.Fatalf("lease %d: only %d acquired", i, len(b.leases))
+	}
+	return b.leases[i]
+}
+
+type fakeLease struct {
+	addr     string
+	releases atomic.Int32
+	released chan struct{} // closed on the first Release
+}
+
+func (l *fakeLease) Dial(ctx context.Context) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", l.addr)
+}
+
+func (l *fakeLease) Release() {
+	if l.releases.Add(1) == 1 {
+		close(l.released)
+	}
+}
+
+// waitReleased waits for the lease's first Release.
+func (l *fakeLease) waitReleased(t *testing.T) {
+	t.Helper()
+	select {
+	case <-l.released:
+	case <-time.After(within):
+		t.Fatalf("lease not released within %v", within)
+	}
+}
