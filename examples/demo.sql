@@ -18,5 +18,5 @@ SELECT g, 'customer ' || g, 'customer' || g || '@example.com'
 FROM generate_series(1, 10000) AS g;
 
 INSERT INTO orders (id, customer_id, total_cents, placed_at)
-SELECT g, 1 + (g * 7919) % 10000, (g * 104729) % 50000, timestamptz '2026-01-01' + g * interval '1 minute'
+SELECT g, 1 + (g * 7919) % 10000, (g::bigint * 104729) % 50000, timestamptz '2026-01-01' + g * interval '1 minute'
 FROM generate_series(1, 100000) AS g;

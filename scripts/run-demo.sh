@@ -12,7 +12,9 @@ sudo=""
 mkdir -p "$state"
 $sudo "$bin" serve --state-dir "$state" --listen "$listen" --auth trust &
 pid=$!
-trap '$sudo kill -TERM $pid 2>/dev/null; wait $pid' INT TERM
+stop() { $sudo kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
+trap 'stop; exit 0' INT TERM
+trap stop EXIT
 for _ in $(seq 1 100); do
   [ -S "$state/admin.sock" ] && break
   kill -0 $pid 2>/dev/null || { echo "pgbranchproxy serve exited; see the log above" >&2; exit 1; }
