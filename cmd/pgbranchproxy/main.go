@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"strings"
@@ -22,6 +23,7 @@ func main() {
 // globalFlags are shared by every subcommand.
 type globalFlags struct {
 	stateDir string
+	config   string
 }
 
 func newRoot() *cobra.Command {
@@ -32,10 +34,15 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-			return envDefaults(cmd.Flags())
+			// Command line first, then PGBRANCH_* variables, then the config file.
+			if err := envDefaults(cmd.Flags()); err != nil {
+				return err
+			}
+			return configDefaults(cmd.Flags(), g.config)
 		},
 	}
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "/var/lib/pgbranchproxy", "directory holding the catalog, seeds, branches and admin.sock")
+	root.PersistentFlags().StringVar(&g.config, "config", "", "file of flag settings, one \"name = value\" a line (# comments); the command line and PGBRANCH_* win")
 	root.AddCommand(newServe(g), newSource(g), newBranch(g), newInfo(g))
 	return root
 }
@@ -56,4 +63,43 @@ func envDefaults(fs *pflag.FlagSet) error {
 		}
 	})
 	return err
+}
+
+// configDefaults sets every flag not given on the command line or in the
+// environment from the config file at path ("" for none). Each line is
+// "name = value" with a flag's name; blank lines and lines starting with # are
+// skipped. Repeatable flags may appear on several lines.
+func configDefaults(fs *pflag.FlagSet, path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	defer f.Close()
+	preset := map[string]bool{}
+	fs.Visit(func(fl *pflag.Flag) { preset[fl.Name] = true })
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, value, ok := strings.Cut(line, "=")
+		name, value = strings.TrimSpace(name), strings.Trim(strings.TrimSpace(value), `"`)
+		if !ok || name == "" {
+			return fmt.Errorf("%s:%d: want name = value", path, n)
+		}
+		if fs.Lookup(name) == nil {
+			return fmt.Errorf("%s:%d: unknown setting %q (settings are the flags of the command)", path, n, name)
+		}
+		if preset[name] {
+			continue
+		}
+		if err := fs.Set(name, value); err != nil {
+			return fmt.Errorf("%s:%d: %s: %w", path, n, name, err)
+		}
+	}
+	return sc.Err()
 }

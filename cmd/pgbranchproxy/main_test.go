@@ -1,0 +1,50 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func TestSettingsPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "pgbranchproxy.conf")
+	os.WriteFile(cfg, []byte("# comment\nlisten = 0.0.0.0:7000\nidle-stop = 1m\nttl = \"2h\"\npg-setting = work_mem=8MB\npg-setting = jit=off\n"), 0o644)
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:6432", "")
+	idle := fs.Duration("idle-stop", 5*time.Minute, "")
+	ttl := fs.Duration("ttl", 0, "")
+	settings := fs.StringArray("pg-setting", nil, "")
+	if err := fs.Parse([]string{"--idle-stop", "30s"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PGBRANCH_TTL", "3h")
+	if err := envDefaults(fs); err != nil {
+		t.Fatal(err)
+	}
+	if err := configDefaults(fs, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if *listen != "0.0.0.0:7000" || *idle != 30*time.Second || *ttl != 3*time.Hour {
+		t.Errorf("listen %s (file), idle-stop %s (command line), ttl %s (environment)", *listen, *idle, *ttl)
+	}
+	if strings.Join(*settings, ",") != "work_mem=8MB,jit=off" {
+		t.Errorf("repeated setting: %v", *settings)
+	}
+	os.WriteFile(cfg, []byte("no-such-flag = 1\n"), 0o644)
+	if err := configDefaults(pflag.NewFlagSet("t", pflag.ContinueOnError), cfg); err == nil || !strings.Contains(err.Error(), "unknown setting") {
+		t.Errorf("unknown setting: %v", err)
+	}
+}
+
+func TestLoopbackListen(t *testing.T) {
+	for addr, want := range map[string]bool{"127.0.0.1:6432": true, "[::1]:6432": true, "localhost:1": true, "0.0.0.0:6432": false, ":6432": false, "10.1.2.3:5": false} {
+		if got := loopbackListen(addr); got != want {
+			t.Errorf("loopbackListen(%q) = %v", addr, got)
+		}
+	}
+}
