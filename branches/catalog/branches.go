@@ -108,8 +108,12 @@ func (c *Catalog) UpdateBranch(ctx context.Context, b Branch, reason string) err
 // DeleteBranch removes a branch row and logs its end.
 func (c *Catalog) DeleteBranch(ctx context.Context, b Branch, reason string) error {
 	return c.tx(ctx, func(tx sqlTx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM branches WHERE id = ?`, b.ID); err != nil {
+		res, err := tx.ExecContext(ctx, `DELETE FROM branches WHERE id = ?`, b.ID)
+		if err != nil {
 			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("branch %q: %w", b.Name, ErrNotFound)
 		}
 		return logTransition(ctx, tx, b, b.State, "gone", reason)
 	})

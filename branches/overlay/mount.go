@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -106,6 +107,7 @@ func MountsUnder(dir string) ([]string, error) {
 
 // IsMounted reports whether target is a mount point.
 func IsMounted(target string) (bool, error) {
+	target = filepath.Clean(target)
 	mps, err := MountsUnder(target)
 	if err != nil {
 		return false, err

@@ -15,7 +15,7 @@ func TestUnescapeMountinfo(t *testing.T) {
 		{`/two\040spaces\040here`, "/two spaces here"},
 		{`/end\040`, "/end "},
 		{`\040start`, " start"},
-		{`/short\04`, `/short\04`},    // too short to be an escape
+		{`/short\04`, `/short\04`},         // too short to be an escape
 		{`/notoctal\089`, `/notoctal\089`}, // 8 and 9 are not octal
 		{`/trailing\`, `/trailing\`},
 		{``, ``},

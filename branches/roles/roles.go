@@ -23,14 +23,19 @@ type Role struct {
 // CanAuthenticate reports whether the role may log in with a password at t: it has
 // LOGIN, a password, and the password has not expired.
 func (r Role) CanAuthenticate(t time.Time) bool {
-	return r.CanLogin && r.Password != "" && (r.ValidUntil == nil || t.Before(*r.ValidUntil))
+	return r.CanLogin && r.Password != "" && (r.ValidUntil == nil || !t.After(*r.ValidUntil))
 }
 
 // Set is the roles of one cluster, by name.
 type Set map[string]Role
 
 // query needs a superuser: pg_authid holds the verifiers.
-const query = `SELECT rolname, coalesce(rolpassword, ''), rolcanlogin, rolvaliduntil FROM pg_catalog.pg_authid`
+// 'infinity' never expires; '-infinity' has always expired.
+const query = `SELECT rolname, coalesce(rolpassword, ''), rolcanlogin,
+	CASE WHEN rolvaliduntil = 'infinity' THEN NULL
+	     WHEN rolvaliduntil = '-infinity' THEN 'epoch'::timestamptz
+	     ELSE rolvaliduntil END
+	FROM pg_catalog.pg_authid`
 
 // Read reads the roles through conn, which must be a superuser's.
 func Read(ctx context.Context, conn *pgx.Conn) (Set, error) {

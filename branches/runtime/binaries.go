@@ -2,11 +2,14 @@ package runtime
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -40,6 +43,8 @@ func (b Binaries) Find(version string) (string, error) {
 	if len(matches) == 0 {
 		return "", errors.New("no PostgreSQL server binaries found: install postgresql (the server package) or pass --pg-bin")
 	}
+	// The newest major version, compared as numbers ("16" after "9.6").
+	slices.SortFunc(matches, func(a, b string) int { return cmp.Compare(majorOf(a), majorOf(b)) })
 	return filepath.Dir(matches[len(matches)-1]), nil
 }
 
@@ -69,6 +74,12 @@ func pgConfigBindir() (dir, major string) {
 		major, _, _ = strings.Cut(f[1], ".")
 	}
 	return dir, major
+}
+
+// majorOf reads the version directory of /usr/lib/postgresql/<v>/bin/postgres as a number.
+func majorOf(path string) float64 {
+	v, _ := strconv.ParseFloat(filepath.Base(filepath.Dir(filepath.Dir(path))), 64)
+	return v
 }
 
 // DataDirVersion reads the major version from dir/PG_VERSION.

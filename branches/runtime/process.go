@@ -165,6 +165,9 @@ func stopPID(ctx context.Context, pid int, done <-chan struct{}) error {
 
 // LogTail returns up to n last non-empty lines of a server log, joined by "; ".
 func LogTail(path string, n int) string {
+	if n <= 0 {
+		return ""
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "(no server log)"

@@ -45,6 +45,12 @@ func WriteTrustHBA(dir string) (hba, ident string, err error) {
 	if err := os.WriteFile(ident, nil, 0o644); err != nil {
 		return "", "", err
 	}
+	// Root writes them, the Postgres user reads them: whatever the umask.
+	for _, f := range []string{hba, ident} {
+		if err := os.Chmod(f, 0o644); err != nil {
+			return "", "", err
+		}
+	}
 	return hba, ident, nil
 }
 
