@@ -27,7 +27,7 @@ func TestCanAuthenticate(t *testing.T) {
 		{"no password", roles.Role{Name: "peer", CanLogin: true}, false},
 		{"neither", roles.Role{Name: "nobody"}, false},
 		{"expired", roles.Role{Name: "app", Password: verifier, CanLogin: true, ValidUntil: at(-time.Hour)}, false},
-		{"expires at this instant", roles.Role{Name: "app", Password: verifier, CanLogin: true, ValidUntil: at(0)}, false},
+		{"expires at this instant (Postgres still accepts)", roles.Role{Name: "app", Password: verifier, CanLogin: true, ValidUntil: at(0)}, true},
 		{"future expiry", roles.Role{Name: "app", Password: verifier, CanLogin: true, ValidUntil: at(time.Nanosecond)}, true},
 		{"far future expiry", roles.Role{Name: "app", Password: verifier, CanLogin: true, ValidUntil: at(100 * 365 * 24 * time.Hour)}, true},
 		{"future expiry without LOGIN", roles.Role{Name: "app", Password: verifier, ValidUntil: at(time.Hour)}, false},
