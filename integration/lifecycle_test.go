@@ -3,6 +3,10 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
 	"os/exec"
 	"strings"
 	"testing"
@@ -81,11 +85,20 @@ func grepLines(s, sub string) string {
 // metrics fetches /metrics over the admin socket.
 func (s *server) metrics(t testing.TB) string {
 	t.Helper()
-	out, err := exec.Command("curl", "-s", "--unix-socket", s.state+"/admin.sock", "http://x/metrics").Output()
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", filepath.Join(s.state, "admin.sock"))
+	}}}
+	resp, err := client.Get("http://pgbranchproxy/metrics")
 	if err != nil {
 		t.Fatalf("metrics: %v", err)
 	}
-	return string(out)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
+	return string(b)
 }
 
 func TestTTLAndEphemeral(t *testing.T) {
