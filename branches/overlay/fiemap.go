@@ -3,7 +3,6 @@ package overlay
 import (
 	"io/fs"
 	"os"
-	"path/filepath"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -75,30 +74,18 @@ func extentBytes(f *os.File) (shared, exclusive int64, err error) {
 // copy-up clones (XFS with reflink=1, btrfs). A file whose extents cannot be mapped
 // counts its allocated size.
 func ExclusiveBytes(dir string) (int64, error) {
-	var total int64
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
+	return sumTree(dir, func(path string, info fs.FileInfo) (int64, error) {
 		if !info.Mode().IsRegular() {
-			total += allocated(info)
-			return nil
+			return allocated(info), nil
 		}
 		f, err := os.Open(path)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		defer f.Close()
 		if _, excl, err := extentBytes(f); err == nil {
-			total += excl
-		} else {
-			total += allocated(info)
+			return excl, nil
 		}
-		return nil
+		return allocated(info), nil
 	})
-	return total, err
 }

@@ -35,6 +35,11 @@ func (u Usage) Owned(dir string) (int64, error) {
 // under dir: the bytes a branch's upper layer owns where copy-up copies data (ext4).
 // Holes are not counted, so a trimmed WAL segment counts for the pages it holds.
 func AllocatedBytes(dir string) (int64, error) {
+	return sumTree(dir, func(_ string, info fs.FileInfo) (int64, error) { return allocated(info), nil })
+}
+
+// sumTree adds up size(path, info) over every entry under dir, dir included.
+func sumTree(dir string, size func(path string, info fs.FileInfo) (int64, error)) (int64, error) {
 	var total int64
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -44,8 +49,9 @@ func AllocatedBytes(dir string) (int64, error) {
 		if err != nil {
 			return err
 		}
-		total += allocated(info)
-		return nil
+		n, err := size(path, info)
+		total += n
+		return err
 	})
 	return total, err
 }
