@@ -66,9 +66,12 @@ func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, erro
 		var o *op
 		switch {
 		case b == nil:
-			if err := m.checkBudgetLocked(ctx); err != nil {
+			if m.overBudgetLocked() {
 				m.mu.Unlock()
-				return nil, err
+				if err := m.makeBudgetRoom(ctx); err != nil {
+					return nil, err
+				}
+				continue // the world may have changed while unlocked
 			}
 			if victim, err := m.roomLocked(); err != nil {
 				m.mu.Unlock()
@@ -206,20 +209,23 @@ func (m *Manager) roomLocked() (*op, error) {
 	return nil, fmt.Errorf("%w: all %d running branches have sessions", ErrTooMany, limit)
 }
 
-// checkBudgetLocked refuses a new branch when the disk budget is spent, after one
-// reaper pass has tried to evict idle branches. m.mu is held; it is released and
-// retaken around the pass.
-func (m *Manager) checkBudgetLocked(ctx context.Context) error {
+// overBudgetLocked reports whether branches own more than the disk budget allows.
+// m.mu is held.
+func (m *Manager) overBudgetLocked() bool {
 	p := m.cfg.Policy
-	if p.DiskBudget <= 0 || m.ownedTotal+p.DiskReserve <= p.DiskBudget {
-		return nil
-	}
-	m.mu.Unlock()
+	return p.DiskBudget > 0 && m.ownedTotal+p.DiskReserve > p.DiskBudget
+}
+
+// makeBudgetRoom runs a reaper pass, which evicts idle branches to fit the disk
+// budget, and refuses a new branch if that was not enough. m.mu is not held.
+func (m *Manager) makeBudgetRoom(ctx context.Context) error {
 	m.reapPass(ctx)
 	m.mu.Lock()
-	if m.ownedTotal+p.DiskReserve <= p.DiskBudget {
+	defer m.mu.Unlock()
+	if !m.overBudgetLocked() {
 		return nil
 	}
+	p := m.cfg.Policy
 	return fmt.Errorf("%w: branches own %d MiB of the %d MiB budget (%d MiB reserved) and none can be evicted",
 		ErrDiskFull, m.ownedTotal>>20, p.DiskBudget>>20, p.DiskReserve>>20)
 }

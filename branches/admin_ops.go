@@ -37,9 +37,12 @@ func (m *Manager) Create(ctx context.Context, name string, opts CreateOptions) e
 			m.mu.Unlock()
 			return fmt.Errorf("branch %q of source %q: %w", name, source, ErrExists)
 		}
-		if err := m.checkBudgetLocked(ctx); err != nil {
+		if m.overBudgetLocked() {
 			m.mu.Unlock()
-			return err
+			if err := m.makeBudgetRoom(ctx); err != nil {
+				return err
+			}
+			continue // the world may have changed while unlocked
 		}
 		victim, err := m.roomLocked()
 		if err != nil {

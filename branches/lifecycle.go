@@ -237,6 +237,9 @@ func (m *Manager) startServer(ctx context.Context, b *branch) error {
 	probe := filepath.Join(l.run, "lazyrw.active")
 	os.Remove(probe)
 	settings := seed.ServerSettings(hba, ident)
+	// Recycled WAL segments count against a branch's quota: keep fewer than the
+	// default 80MB worth. --pg-setting can say otherwise.
+	settings["min_wal_size"] = "32MB"
 	for k, v := range m.cfg.Settings {
 		settings[k] = v
 	}

@@ -107,6 +107,24 @@ func TestSourceKinds(t *testing.T) {
 		}
 	})
 
+	t.Run("SeedsKeepOneTrimmedWALSegment", func(t *testing.T) {
+		for _, src := range []string{"live", "copy"} {
+			wal := filepath.Join(seedDir(s, src), "pg_wal")
+			entries, _ := os.ReadDir(wal)
+			var segs []string
+			var allocated int64
+			for _, e := range entries {
+				if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+					segs = append(segs, e.Name())
+					allocated += info.Sys().(*syscall.Stat_t).Blocks * 512
+				}
+			}
+			if len(segs) != 1 || allocated > 1<<20 {
+				t.Errorf("seed %s: WAL segments %v, %d bytes allocated; want one, at most 1 MiB", src, segs, allocated)
+			}
+		}
+	})
+
 	t.Run("BadSourcesLeaveNothing", func(t *testing.T) {
 		bad := filepath.Join(filepath.Dir(s.state), "bad.sql")
 		os.WriteFile(bad, []byte("CREATE TABLE ok (x int);\nSELECT no_such_function();\n"), 0o644)

@@ -12,5 +12,14 @@ if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
   $sudo apt-get update -qq
+  # Packages must not start their own services (pgbouncer would take 127.0.0.1:6432,
+  # the proxy's default port): deny service starts for the length of the install.
+  added_policy=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
+    $sudo chmod +x /usr/sbin/policy-rc.d
+    added_policy=1
+  fi
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  [ -z "$added_policy" ] || $sudo rm -f /usr/sbin/policy-rc.d
 fi

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -17,8 +19,10 @@ import (
 var walSegmentName = regexp.MustCompile(`^[0-9A-F]{24}$`)
 
 // trimWAL keeps only the WAL segment holding the shutdown checkpoint's redo point and
-// punches its all-zero tail into a hole. The file's bytes do not change: only pages
-// that read as zeros become unallocated.
+// turns everything after the WAL page that ends the checkpoint record into a hole.
+// After a clean shutdown that record is the last one: what follows is zeros (a new
+// segment) or stale bytes of a recycled segment (a copied data directory), and
+// recovery stops at either, so a hole there changes nothing Postgres reads as WAL.
 func (b *Builder) trimWAL(ctx context.Context, dir, version string) error {
 	cmd, err := b.rt.Command(ctx, version, "pg_controldata", "-D", dir)
 	if err != nil {
@@ -53,7 +57,63 @@ func (b *Builder) trimWAL(ctx context.Context, dir, version string) error {
 	for _, e := range status {
 		os.Remove(filepath.Join(walDir, "archive_status", e.Name()))
 	}
-	return punchZeroTail(filepath.Join(walDir, keep))
+	seg := filepath.Join(walDir, keep)
+	end, err := checkpointEnd(fields, seg)
+	if err != nil {
+		// Without the record's end, punch only what already reads as zeros.
+		return punchZeroTail(seg)
+	}
+	return punchFrom(seg, end)
+}
+
+// checkpointEnd returns the offset, in its segment file, of the end of the WAL page
+// that ends the latest checkpoint record.
+func checkpointEnd(fields map[string]string, seg string) (int64, error) {
+	var hi, lo uint64
+	if _, err := fmt.Sscanf(fields["Latest checkpoint location"], "%X/%X", &hi, &lo); err != nil {
+		return 0, fmt.Errorf("checkpoint location %q: %w", fields["Latest checkpoint location"], err)
+	}
+	segSize, err1 := strconv.ParseInt(fields["Bytes per WAL segment"], 10, 64)
+	pageSize, err2 := strconv.ParseInt(fields["WAL block size"], 10, 64)
+	if err1 != nil || err2 != nil || segSize <= 0 || pageSize <= 0 {
+		return 0, fmt.Errorf("WAL segment or block size missing")
+	}
+	off := int64((hi<<32 | lo) % uint64(segSize))
+	f, err := os.Open(seg)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var hdr [4]byte // XLogRecord.xl_tot_len, little-endian on the platforms Postgres runs here
+	if _, err := f.ReadAt(hdr[:], off); err != nil {
+		return 0, err
+	}
+	total := int64(binary.LittleEndian.Uint32(hdr[:]))
+	if total < 24 || off+total > segSize {
+		return 0, fmt.Errorf("implausible checkpoint record length %d at %d", total, off)
+	}
+	end := off + total
+	return (end + pageSize - 1) / pageSize * pageSize, nil
+}
+
+// punchFrom turns everything from offset keep to the end of the file into a hole.
+func punchFrom(path string, keep int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if keep >= st.Size() {
+		return nil
+	}
+	if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, keep, st.Size()-keep); err != nil {
+		return fmt.Errorf("punch hole in %s: %w", filepath.Base(path), err)
+	}
+	return f.Sync()
 }
 
 // punchZeroTail turns everything after the last page holding a non-zero byte into a hole.
