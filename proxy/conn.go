@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -72,9 +73,7 @@ func (s *Server) handle(raw net.Conn) {
 			return
 		}
 	}
-	if err := writeMsg(conn, &pgproto3.AuthenticationOk{}); err != nil {
-		return
-	}
+	// AuthenticationOk goes out with the branch server's start-up messages.
 	conn.SetDeadline(time.Time{})
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.AcquireTimeout)
 	defer cancel()
@@ -112,10 +111,34 @@ func (s *Server) handle(raw net.Conn) {
 	if ce := log.Check(zap.DebugLevel, "session started"); ce != nil {
 		ce.Write(zap.Duration("startup", time.Since(start)))
 	}
+	if tc := plainTCP(conn); tc != nil && len(s.pumps) > 0 {
+		result, err := s.pump().add(tc, backend, s.cfg.WriteTimeout)
+		if err != nil {
+			log.Error("hand session to pump", zap.Error(err))
+			return
+		}
+		if <-result {
+			log.Info("client stopped reading: session cut off", zap.Duration("write_timeout", s.cfg.WriteTimeout))
+		}
+		return
+	}
 	if relay(conn, backend, s.cfg.WriteTimeout) {
 		log.Info("client stopped reading: session cut off", zap.Duration("write_timeout", s.cfg.WriteTimeout))
 		abort(raw)
 	}
+}
+
+// plainTCP returns the client's TCP connection when the session runs over it
+// directly (no TLS) and nothing read from it is still buffered.
+func plainTCP(c net.Conn) *net.TCPConn {
+	if pc, ok := c.(*peekedConn); ok {
+		if pc.r.Buffered() > 0 {
+			return nil
+		}
+		c = pc.Conn
+	}
+	tc, _ := c.(*net.TCPConn)
+	return tc
 }
 
 // abort makes the coming Close reset the connection, discarding what the client did
@@ -320,10 +343,16 @@ func (s *Server) startBackend(client, backend net.Conn, st clientStartup, params
 	if st.version&0xffff >= newestMinor {
 		secretLen = 32 // protocol 3.2 allows up to 256 bytes; Postgres 18 uses 32
 	}
+	// The client gets AuthenticationOk and everything up to ReadyForQuery in one
+	// write; the server's messages are read through a buffer, and whatever the buffer
+	// holds past ReadyForQuery goes to the client with them, so no byte is lost to
+	// the relay that follows.
+	out, _ := (&pgproto3.AuthenticationOk{}).Encode(nil)
+	br := bufio.NewReaderSize(backend, 4096)
 	var pid uint32
 	var secret []byte
 	for {
-		typ, msg, err := readMessage(backend, maxBackendStartupMessage)
+		typ, msg, err := readMessage(br, maxBackendStartupMessage)
 		if err != nil {
 			return pid, secret, fmt.Errorf("read from branch server: %w", err)
 		}
@@ -346,13 +375,17 @@ func (s *Server) startBackend(client, backend net.Conn, st clientStartup, params
 				return pid, secret, err
 			}
 		}
-		if _, err := client.Write(msg); err != nil {
-			return pid, secret, err
-		}
+		out = append(out, msg...)
 		switch typ {
 		case 'Z':
-			return pid, secret, nil
+			if n := br.Buffered(); n > 0 {
+				rest, _ := br.Peek(n)
+				out = append(out, rest...)
+			}
+			_, err := client.Write(out)
+			return pid, secret, err
 		case 'E':
+			client.Write(out)
 			return pid, secret, errors.New("branch server sent an error")
 		}
 	}

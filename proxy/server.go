@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -68,6 +69,9 @@ type Config struct {
 	// FailedLogins is how many failed logins an address may make per minute before it
 	// is refused (default 20; negative: no limit).
 	FailedLogins int
+	// GoroutineRelay relays every session with two goroutines instead of handing
+	// plaintext sessions to the epoll pumps (for comparison and debugging).
+	GoroutineRelay bool
 }
 
 // Stats are the proxy's connection counters.
@@ -86,6 +90,9 @@ type Server struct {
 	// fakeSecret makes the stand-in SCRAM salt of unknown roles stable per name.
 	fakeSecret []byte
 	Stats      Stats
+
+	pumps    []*pump
+	nextPump atomic.Uint32
 
 	mu      sync.Mutex
 	conns   map[net.Conn]struct{}
@@ -147,8 +154,19 @@ func New(cfg Config, b Branches, log *zap.Logger) (*Server, error) {
 	}
 	secret := make([]byte, 32)
 	rand.Read(secret)
-	return &Server{cfg: cfg, branches: b, log: log, cancels: newCancels(), failures: newFailures(cfg.FailedLogins, time.Minute),
-		fakeSecret: secret, conns: map[net.Conn]struct{}{}}, nil
+	s := &Server{cfg: cfg, branches: b, log: log, cancels: newCancels(), failures: newFailures(cfg.FailedLogins, time.Minute),
+		fakeSecret: secret, conns: map[net.Conn]struct{}{}}
+	if !cfg.GoroutineRelay {
+		for range max(1, runtime.GOMAXPROCS(0)/2) {
+			p, err := newPump(runtime.GOMAXPROCS(0) > 1)
+			if err != nil {
+				s.closePumps()
+				return nil, err
+			}
+			s.pumps = append(s.pumps, p)
+		}
+	}
+	return s, nil
 }
 
 // Serve accepts connections on ln until ctx ends, handling each in its own
@@ -225,5 +243,18 @@ func (s *Server) Shutdown(ctx context.Context) {
 	for c := range conns {
 		c.Close()
 	}
+	s.closePumps()
 	<-done
+}
+
+// closePumps ends the sessions the pumps carry, and their loops.
+func (s *Server) closePumps() {
+	for _, p := range s.pumps {
+		p.close()
+	}
+}
+
+// pump picks the pump for the next session.
+func (s *Server) pump() *pump {
+	return s.pumps[int(s.nextPump.Add(1))%len(s.pumps)]
 }

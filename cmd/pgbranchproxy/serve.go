@@ -57,6 +57,7 @@ type serveFlags struct {
 	adminListen    string
 	adminToken     string
 	failedLogins   int
+	relay          string
 }
 
 func newServe(g *globalFlags) *cobra.Command {
@@ -83,6 +84,7 @@ func newServe(g *globalFlags) *cobra.Command {
 	fl.DurationVar(&f.writeTimeout, "client-write-timeout", time.Minute, "cut off a client that does not read its results for this long")
 	fl.StringVar(&f.adminListen, "admin-listen", "", "also serve the admin API on this TCP address (needs --admin-token)")
 	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token for --admin-listen (or PGBRANCH_ADMIN_TOKEN)")
+	fl.StringVar(&f.relay, "relay", "pump", "how plaintext sessions are relayed after login: pump (an epoll loop) or goroutine (two goroutines a session; TLS sessions always use these)")
 	fl.IntVar(&f.failedLogins, "max-failed-logins", 20, "failed logins per minute from one address before it is refused (negative: no limit)")
 	fl.StringVar(&f.pgBin, "pg-bin", "", "directory of the PostgreSQL server binaries (default: pg_config's, else /usr/lib/postgresql/<major>/bin)")
 	fl.StringVar(&f.pgUser, "pg-user", "postgres", "unprivileged OS user that runs branch servers")
@@ -141,6 +143,9 @@ func serve(g *globalFlags, f *serveFlags) error {
 		}
 	default:
 		return fmt.Errorf("--auth must be scram-sha-256, md5 or trust, not %q", f.auth)
+	}
+	if f.relay != "pump" && f.relay != "goroutine" {
+		return fmt.Errorf("--relay must be pump or goroutine, not %q", f.relay)
 	}
 	if f.adminListen != "" && len(f.adminToken) < 16 {
 		return errors.New("--admin-listen needs --admin-token (or PGBRANCH_ADMIN_TOKEN) of at least 16 characters")
@@ -232,6 +237,7 @@ func serve(g *globalFlags, f *serveFlags) error {
 		MaxClientConns: f.maxClientConns,
 		WriteTimeout:   f.writeTimeout,
 		FailedLogins:   f.failedLogins,
+		GoroutineRelay: f.relay == "goroutine",
 	}, branchesAdapter{mgr}, log.Named("proxy"))
 	if err != nil {
 		mgr.Close(context.Background())

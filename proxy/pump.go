@@ -1,0 +1,352 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A pump moves the bytes of plaintext sessions after login, on one OS thread with
+// an epoll set of its own: read from one socket, write to the other, as PgBouncer
+// does. The sockets are duplicated and the Go connections closed, which takes them
+// out of Go's netpoller, so a query costs its read and write system calls and no
+// goroutine wake-ups. Sessions over TLS stay with the goroutine relay.
+//
+// A pump is safe for concurrent use; its loop is the only code that touches a
+// session after add.
+type pump struct {
+	raw   bool // make the loop's system calls raw (see pump_sys.go)
+	epfd  int
+	wake  int // eventfd: stop interrupts epoll_wait
+	mu    sync.Mutex
+	socks map[int32]*pumpSession
+	stop  bool
+	done  chan struct{}
+}
+
+// pumpSession is one session: the client's and the server's sockets, and what each
+// direction still has to write when its receiver is slow.
+type pumpSession struct {
+	client, server int
+	toServer       pumpDir // client -> server
+	toClient       pumpDir // server -> client
+	writeTimeout   time.Duration
+	result         chan bool // receives true when the client was cut off for not reading
+}
+
+type pumpDir struct {
+	buf    []byte
+	off, n int       // pending bytes are buf[off:n]
+	since  time.Time // when the pending bytes started waiting
+	eof    bool      // the source ended: write what is pending, then end
+	closed bool
+}
+
+func (d *pumpDir) pending() bool { return d.off < d.n }
+
+// newPump starts a pump's loop.
+func newPump(raw bool) (*pump, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("epoll: %w", err)
+	}
+	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wake, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wake)}); err != nil {
+		unix.Close(epfd)
+		unix.Close(wake)
+		return nil, err
+	}
+	p := &pump{raw: raw, epfd: epfd, wake: wake, socks: map[int32]*pumpSession{}, done: make(chan struct{})}
+	go p.run()
+	return p, nil
+}
+
+// dupSocket returns a duplicate of c's socket (close-on-exec, non-blocking).
+func dupSocket(c net.Conn) (int, error) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return -1, errors.New("not a socket")
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	var derr error
+	if err := raw.Control(func(s uintptr) { fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return -1, err
+	}
+	return fd, derr
+}
+
+// add hands client and server over to the pump and closes the Go connections. The
+// returned channel receives once, when the session has ended and both sockets are
+// closed: true if the client was cut off for not reading for writeTimeout.
+func (p *pump) add(client, server net.Conn, writeTimeout time.Duration) (<-chan bool, error) {
+	cfd, err := dupSocket(client)
+	if err != nil {
+		return nil, err
+	}
+	sfd, err := dupSocket(server)
+	if err != nil {
+		unix.Close(cfd)
+		return nil, err
+	}
+	client.Close()
+	server.Close()
+	s := &pumpSession{client: cfd, server: sfd, writeTimeout: writeTimeout, result: make(chan bool, 1),
+		toServer: pumpDir{buf: make([]byte, 32*1024)}, toClient: pumpDir{buf: make([]byte, 32*1024)}}
+	p.mu.Lock()
+	if p.stop {
+		p.mu.Unlock()
+		unix.Close(cfd)
+		unix.Close(sfd)
+		s.result <- false
+		return s.result, nil
+	}
+	p.socks[int32(cfd)], p.socks[int32(sfd)] = s, s
+	p.mu.Unlock()
+	ev := unix.EPOLLIN | unix.EPOLLRDHUP
+	for _, fd := range []int{cfd, sfd} {
+		if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: uint32(ev), Fd: int32(fd)}); err != nil {
+			p.mu.Lock()
+			delete(p.socks, int32(cfd))
+			delete(p.socks, int32(sfd))
+			p.mu.Unlock()
+			unix.Close(cfd)
+			unix.Close(sfd)
+			return nil, fmt.Errorf("epoll add: %w", err)
+		}
+	}
+	return s.result, nil
+}
+
+// close ends every session and the loop, and waits for it.
+func (p *pump) close() {
+	p.mu.Lock()
+	p.stop = true
+	p.mu.Unlock()
+	var one [8]byte
+	one[0] = 1
+	unix.Write(p.wake, one[:])
+	<-p.done
+}
+
+// run is the loop. It owns an OS thread so that its blocking epoll_wait never parks
+// a goroutine another one has to wake.
+func (p *pump) run() {
+	runtime.LockOSThread()
+	defer close(p.done)
+	events := make([]unix.EpollEvent, 128)
+	lastSweep := time.Now()
+	for {
+		n, err := p.wait(events)
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			break
+		}
+		for i := 0; i < n; i++ {
+			fd := events[i].Fd
+			if int(fd) == p.wake {
+				continue
+			}
+			p.mu.Lock()
+			s := p.socks[fd]
+			p.mu.Unlock()
+			if s != nil {
+				p.serve(s, int(fd), events[i].Events)
+			}
+		}
+		p.mu.Lock()
+		stopping := p.stop
+		p.mu.Unlock()
+		if stopping {
+			break
+		}
+		if now := time.Now(); now.Sub(lastSweep) >= time.Second || n == 0 {
+			lastSweep = now
+			p.sweep(now)
+		}
+	}
+	p.mu.Lock()
+	all := map[*pumpSession]bool{}
+	for _, s := range p.socks {
+		all[s] = true
+	}
+	p.mu.Unlock()
+	for s := range all {
+		p.end(s, false)
+	}
+	unix.Close(p.wake)
+	unix.Close(p.epfd)
+}
+
+// sweep cuts off sessions whose client has not taken its bytes for writeTimeout.
+func (p *pump) sweep(now time.Time) {
+	p.mu.Lock()
+	var stalled []*pumpSession
+	for fd, s := range p.socks {
+		if int(fd) == s.client && s.toClient.pending() && now.Sub(s.toClient.since) >= s.writeTimeout {
+			stalled = append(stalled, s)
+		}
+	}
+	p.mu.Unlock()
+	for _, s := range stalled {
+		// Reset, do not linger: what the client did not read is thrown away.
+		unix.SetsockoptLinger(s.client, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+		p.end(s, true)
+	}
+}
+
+// serve handles readiness of fd, one of s's sockets.
+func (p *pump) serve(s *pumpSession, fd int, events uint32) {
+	src, dst, dir := s.client, s.server, &s.toServer
+	back := &s.toClient // the direction that writes to fd
+	if fd == s.server {
+		src, dst, dir, back = s.server, s.client, &s.toClient, &s.toServer
+	}
+	if events&unix.EPOLLOUT != 0 && back.pending() {
+		if !p.flush(s, back, fd) {
+			return
+		}
+	}
+	if events&(unix.EPOLLHUP|unix.EPOLLERR) != 0 && dir.pending() {
+		// src is gone while its last bytes wait for dst: stop watching src (its
+		// hang-up would be reported again and again) and end once they are written.
+		dir.eof = true
+		unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, src, nil)
+		return
+	}
+	if events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 && !dir.pending() {
+		p.move(s, src, dst, dir)
+	}
+}
+
+// move reads what src has and writes it to dst; what dst does not take waits, and
+// src is not read again until it is written.
+func (p *pump) move(s *pumpSession, src, dst int, d *pumpDir) {
+	for {
+		n, err := p.read(src, d.buf)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return
+		case err != nil || n == 0:
+			p.end(s, false)
+			return
+		}
+		d.off, d.n = 0, n
+		if !p.flush(s, d, dst) {
+			return
+		}
+		if d.pending() {
+			return
+		}
+		if n < len(d.buf) {
+			return // drained; level-triggered epoll reports more
+		}
+	}
+}
+
+// flush writes d's pending bytes to dst. It returns false if the session ended.
+// While bytes are pending, dst is watched for writability and the source is not.
+func (p *pump) flush(s *pumpSession, d *pumpDir, dst int) bool {
+	wasPending := !d.since.IsZero()
+	for d.pending() {
+		n, err := p.write(dst, d.buf[d.off:d.n])
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EAGAIN {
+			if !wasPending {
+				d.since = time.Now()
+				p.watch(s)
+			}
+			return true
+		}
+		if err != nil {
+			p.end(s, false)
+			return false
+		}
+		d.off += n
+	}
+	d.off, d.n = 0, 0
+	if d.eof {
+		p.end(s, false)
+		return false
+	}
+	if wasPending {
+		d.since = time.Time{}
+		p.watch(s)
+	}
+	return true
+}
+
+// watch sets each socket's interest: readable unless its outgoing bytes wait,
+// writable while bytes for it wait.
+func (p *pump) watch(s *pumpSession) {
+	for _, x := range []struct {
+		fd      int
+		out, in *pumpDir // out: from this socket; in: to this socket
+	}{{s.client, &s.toServer, &s.toClient}, {s.server, &s.toClient, &s.toServer}} {
+		var ev uint32
+		if !x.out.pending() {
+			ev |= unix.EPOLLIN | unix.EPOLLRDHUP
+		}
+		if x.in.pending() {
+			ev |= unix.EPOLLOUT
+		}
+		unix.EpollCtl(p.epfd, unix.EPOLL_CTL_MOD, x.fd, &unix.EpollEvent{Events: ev, Fd: int32(x.fd)})
+	}
+}
+
+// end removes the session, closes its sockets and reports how it ended. Only the
+// loop calls it; a session ends once.
+func (p *pump) end(s *pumpSession, stalled bool) {
+	p.mu.Lock()
+	_, live := p.socks[int32(s.client)]
+	delete(p.socks, int32(s.client))
+	delete(p.socks, int32(s.server))
+	p.mu.Unlock()
+	if !live {
+		return
+	}
+	unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, s.client, nil)
+	unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, s.server, nil)
+	unix.Close(s.client)
+	unix.Close(s.server)
+	s.result <- stalled
+}
+
+func (p *pump) wait(events []unix.EpollEvent) (int, error) {
+	if p.raw {
+		// A short timeout bounds how long the loop holds its P without a call the
+		// scheduler sees.
+		return rawEpollWait(p.epfd, events, 20)
+	}
+	return unix.EpollWait(p.epfd, events, 1000)
+}
+
+func (p *pump) read(fd int, b []byte) (int, error) {
+	if p.raw {
+		return rawRead(fd, b)
+	}
+	return unix.Read(fd, b)
+}
+
+func (p *pump) write(fd int, b []byte) (int, error) {
+	if p.raw {
+		return rawWrite(fd, b)
+	}
+	return unix.Write(fd, b)
+}
