@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestKill9AndRestart kills serve with branches running, restarts it on the same
@@ -48,4 +50,28 @@ func TestKill9AndRestart(t *testing.T) {
 	}
 	s2.stop()
 	// newStateDir's cleanup asserts that no mount and no postmaster is left.
+}
+
+// TestShutdownEndsSessionsWith57P01: on SIGTERM a session still open after the grace
+// period is ended by its branch server, so the client hears why.
+func TestShutdownEndsSessionsWith57P01(t *testing.T) {
+	s := startServer(t, newStateDir(t), "--grace", "500ms")
+	s.seedSQL("shop", shopSQL)
+	c := s.connect(t, "shop@open")
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		s.cmd.Process.Signal(syscall.SIGTERM)
+	}()
+	_, err := c.Exec(context.Background(), "SELECT pg_sleep(5)")
+	if code := pgCode(err); code != "57P01" {
+		t.Fatalf("session at shutdown ended with %v, want SQLSTATE 57P01", err)
+	}
+	select {
+	case <-s.exited:
+		if code := s.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("serve exited %d", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not exit")
+	}
 }

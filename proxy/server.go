@@ -227,11 +227,7 @@ func (s *Server) untrack(c net.Conn) {
 // Shutdown waits for sessions to end until ctx ends, then closes the rest, and waits
 // for every connection handler to return. Serve's context should be done first.
 func (s *Server) Shutdown(ctx context.Context) {
-	s.mu.Lock()
-	s.closing = true
-	s.mu.Unlock()
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
+	done := s.drain()
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -245,6 +241,28 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}
 	s.closePumps()
 	<-done
+}
+
+// Drain stops taking connections (Serve's context should be done first) and waits
+// until every session has ended or ctx ends. It reports whether all ended.
+func (s *Server) Drain(ctx context.Context) bool {
+	select {
+	case <-s.drain():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// drain makes track refuse new connections and returns a channel closed when every
+// tracked connection's handler has returned.
+func (s *Server) drain() <-chan struct{} {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	return done
 }
 
 // closePumps ends the sessions the pumps carry, and their loops.

@@ -301,13 +301,20 @@ func serve(g *globalFlags, f *serveFlags) error {
 	}
 	log.Info("shutting down", zap.Duration("grace", f.grace))
 	graceCtx, cancel := context.WithTimeout(context.Background(), f.grace)
-	px.Shutdown(graceCtx)
+	if !px.Drain(graceCtx) {
+		log.Info("grace period over: stopping branch servers under the sessions left")
+	}
 	cancel()
+	// Sessions still open now are ended by their branch server's fast shutdown, so
+	// their clients get 57P01 (admin shutdown) rather than a dropped connection.
 	closeCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if cerr := mgr.Close(closeCtx); cerr != nil {
 		log.Error("close branches", zap.Error(cerr))
 	}
+	forceCtx, cancelForce := context.WithTimeout(context.Background(), 5*time.Second)
+	px.Shutdown(forceCtx)
+	cancelForce()
 	adminSrv.Close()
 	os.Remove(adminSock)
 	log.Info("stopped")
