@@ -190,3 +190,29 @@ func TestSourceRefresh(t *testing.T) {
 		t.Errorf("generation 1 kept after its last branch went: %v", err)
 	}
 }
+
+// TestOneLineErrors: what an operator gets wrong is said in one line with what to do.
+func TestOneLineErrors(t *testing.T) {
+	state := newStateDir(t)
+	for _, tc := range []struct {
+		args []string
+		asPG bool
+		want string
+	}{
+		{[]string{"serve"}, true, "must run as root"},
+		{[]string{"serve", "--pg-user", "no-such-user-x"}, false, "--pg-user"},
+		{[]string{"serve", "--pg-bin", "/nonexistent"}, false, "--pg-bin"},
+		{[]string{"serve", "--listen", "0.0.0.0:0", "--auth", "trust"}, false, "--insecure-trust"},
+		{[]string{"branch", "ls"}, false, "no server is running"},
+	} {
+		cmd := exec.Command(binPath, append([]string{"--state-dir", state}, tc.args...)...)
+		if tc.asPG {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: postgresCred(t)}
+		}
+		out, err := cmd.CombinedOutput()
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if err == nil || len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
+			t.Errorf("%v: %v\n%s", tc.args, err, out)
+		}
+	}
+}
