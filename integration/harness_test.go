@@ -45,7 +45,13 @@ func TestMain(m *testing.M) {
 	os.Chmod(dir, 0o755)
 	binPath = filepath.Join(dir, "pgbranchproxy")
 	shimPath = filepath.Join(dir, "liblazyrw.so")
-	if out, err := exec.Command("go", "build", "-o", binPath, "../cmd/pgbranchproxy").CombinedOutput(); err != nil {
+	build := []string{"build", "-o", binPath}
+	if os.Getenv("INTEGRATION_RACE") == "1" {
+		// The server under test is built with the race detector; a race makes it exit
+		// non-zero, which stop reports.
+		build = append(build, "-race")
+	}
+	if out, err := exec.Command("go", append(build, "../cmd/pgbranchproxy")...).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build pgbranchproxy: %v\n%s", err, out)
 		os.Exit(1)
 	}
