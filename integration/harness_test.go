@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pgbranchproxy/pgbranchproxy/branches"
 )
 
 var (
@@ -209,19 +210,7 @@ func (s *server) mustCLI(args ...string) string {
 }
 
 // branchInfo is what branch ls --json prints for one branch.
-type branchInfo struct {
-	Name       string     `json:"name"`
-	Source     string     `json:"source"`
-	State      string     `json:"state"`
-	CowMode    string     `json:"cow_mode"`
-	OwnedBytes int64      `json:"owned_bytes"`
-	Sessions   int        `json:"sessions"`
-	CreateMS   int64      `json:"create_ms"`
-	PID        int        `json:"pid"`
-	CreatedAt  time.Time  `json:"created_at"`
-	LastUsedAt time.Time  `json:"last_used_at"`
-	ExpiresAt  *time.Time `json:"expires_at"`
-}
+type branchInfo = branches.Info
 
 func (s *server) branches() map[string]branchInfo {
 	s.t.Helper()
