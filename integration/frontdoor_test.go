@@ -60,7 +60,7 @@ func TestProtocolNegotiation(t *testing.T) {
 	}{
 		{"3.5 is answered 3.2", 3<<16 | 5, nil, 2, nil},
 		{"3.1 is answered 3.0", 3<<16 | 1, nil, 0, nil},
-		{"_pq_ options are listed", 3<<16 | 0, []string{"_pq_.compression", "zstd"}, 0, []string{"_pq_.compression"}},
+		{"_pq_ options are listed", 3 << 16, []string{"_pq_.compression", "zstd"}, 0, []string{"_pq_.compression"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			conn, err := net.Dial("tcp", s.addr)

@@ -45,7 +45,6 @@ type pumpDir struct {
 	off, n int       // pending bytes are buf[off:n]
 	since  time.Time // when the pending bytes started waiting
 	eof    bool      // the source ended: write what is pending, then end
-	closed bool
 }
 
 func (d *pumpDir) pending() bool { return d.off < d.n }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -121,7 +120,6 @@ type proc struct {
 	socket  string
 	done    chan struct{}
 	waitErr error
-	stop    sync.Once
 }
 
 func (p *proc) PID() int              { return p.pid }

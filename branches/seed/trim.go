@@ -118,34 +118,27 @@ func punchFrom(path string, keep int64) error {
 
 // punchZeroTail turns everything after the last page holding a non-zero byte into a hole.
 func punchZeroTail(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
 	const page = 8192
 	buf := make([]byte, page)
 	var end int64 // offset just past the last page with data
-	for off := int64(0); off < st.Size(); off += page {
+	for off := int64(0); ; off += page {
 		n, err := f.ReadAt(buf, off)
-		if err != nil && err != io.EOF {
-			return err
-		}
 		if !allZero(buf[:n]) {
 			end = off + page
 		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
 	}
-	if end >= st.Size() {
-		return nil
-	}
-	if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, end, st.Size()-end); err != nil {
-		return fmt.Errorf("punch hole in %s: %w", filepath.Base(path), err)
-	}
-	return f.Sync()
+	return punchFrom(path, end)
 }
 
 func allZero(b []byte) bool {
