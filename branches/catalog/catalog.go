@@ -38,6 +38,10 @@ func Open(path string) (*Catalog, error) {
 		db.Close()
 		return nil, fmt.Errorf("create catalog schema in %s: %w", path, err)
 	}
+	if err := migrate(db, addedColumns); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("migrate catalog %s: %w", path, err)
+	}
 	return &Catalog{db: db}, nil
 }
 

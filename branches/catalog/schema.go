@@ -1,7 +1,8 @@
 package catalog
 
 // schema is applied at Open. Statements are idempotent; columns added later go in
-// migrations so that an older state directory keeps working.
+// addedColumns (migrate.go) so that an older state directory keeps working; new
+// tables go here with IF NOT EXISTS.
 const schema = `
 CREATE TABLE IF NOT EXISTS sources (
 	name             TEXT PRIMARY KEY,
