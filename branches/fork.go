@@ -16,24 +16,93 @@ import (
 	"go.uber.org/zap"
 )
 
-// A branch of a branch gets a read-only layer of its own: an online, backup-consistent
-// copy of the parent's upper layer taken between pg_backup_start and pg_backup_stop,
-// with the backup_label Postgres needs to recover from it. The parent keeps running
-// and its sessions are not disturbed; the child reads the parent's state as of the
-// fork through that layer and the parent's own lower layers, and copies nothing it
-// only reads. Where copy-up clones (XFS reflink, btrfs) the copy is a clone too.
+// A branch of a branch gets a read-only layer of its own, a copy of the parent's
+// upper layer as of the fork, above the parent's own lower layers. The child reads
+// the parent's state through those layers and copies nothing it only reads. Where
+// copy-up clones (XFS reflink, btrfs) the copy is a clone too. How the copy is taken
+// depends on the parent:
+//
+//   - stopped: its upper layer is consistent as it is (after a clean shutdown, or a
+//     crash the child's start recovers from as from any crash) and nothing writes to
+//     it, so it is copied without starting the parent (fork_stopped.go). While the
+//     parent stays stopped every further fork shares that copy.
+//   - running without sessions: it is stopped first, as idle stop would, then forked
+//     as a stopped parent; the next connection wakes it.
+//   - running with sessions: an online, backup-consistent copy taken between
+//     pg_backup_start and pg_backup_stop, with the backup_label the child recovers
+//     from; the parent's sessions are not disturbed.
+//
+// A chain deeper than maxLowerLayers would pay for its depth on every lookup (and
+// OverlayFS caps the mount options at a page), so such a child gets one layer
+// instead: a merged copy of the parent's whole view, seed included (flattened).
+
+// maxLowerLayers is the most read-only layers a branch is mounted with: the seed
+// plus seven fork layers. A fork that would need more flattens.
+const maxLowerLayers = 8
 
 // layersDir holds fork layers, shared by every descendant that lists them; a layer
 // is removed when no branch lists it any more.
 func (m *Manager) layersDir() string { return filepath.Join(m.cfg.StateDir, "layers") }
 
-// fork takes the snapshot of parent k for the child b and sets b's layers.
+// fork sets the read-only layers of the child b from the branch parent.
 func (m *Manager) fork(ctx context.Context, b *branch, parent string) error {
 	m.mu.Lock()
 	child := b.rec
 	m.mu.Unlock()
+	pk := key{child.Source, parent}
+	stopTried := false
+	for {
+		m.mu.Lock()
+		pb := m.branches[pk]
+		switch {
+		case pb == nil:
+			m.mu.Unlock()
+			return fmt.Errorf("parent branch %q of source %q: %w", parent, child.Source, ErrNotFound)
+		case pb.op != nil:
+			o := pb.op
+			m.mu.Unlock()
+			if err := wait(ctx, o); err != nil && ctx.Err() != nil {
+				return fmt.Errorf("parent branch %q: %w", parent, err)
+			}
+		case pb.inst == nil && pb.rec.State == catalog.Stopped:
+			return m.forkStoppedLocked(ctx, b, pb) // unlocks
+		case pb.inst != nil && pb.sessions == 0 && !stopTried:
+			stopTried = true
+			o := m.startOp(pb, "stop", func(ctx context.Context) error {
+				return m.stopBranch(ctx, pb, "idle parent stopped to fork "+child.Name)
+			})
+			m.mu.Unlock()
+			if err := wait(ctx, o); err != nil && ctx.Err() != nil {
+				return fmt.Errorf("parent branch %q: %w", parent, err)
+			}
+		default:
+			m.mu.Unlock()
+			return m.forkOnline(ctx, b, parent)
+		}
+	}
+}
+
+// adopt records the child's layers, taken from its parent prec, in memory and in the
+// catalog.
+func (m *Manager) adopt(ctx context.Context, b *branch, prec catalog.Branch, layers []string, parentRoles string) error {
+	m.mu.Lock()
+	b.rec.Layers = layers
+	b.rec.SeedID = prec.SeedID
+	b.rec.Parent = prec.Name
+	m.mu.Unlock()
+	return m.save(ctx, b, "fork layer ready", func(r *catalog.Branch) {
+		r.Layers, r.SeedID, r.Parent, r.Roles = layers, prec.SeedID, prec.Name, parentRoles
+	})
+}
+
+// forkOnline takes a backup-consistent copy of the running parent's upper layer (or,
+// to flatten, of its whole data directory) for the child b.
+func (m *Manager) forkOnline(ctx context.Context, b *branch, parent string) error {
+	m.mu.Lock()
+	child := b.rec
+	m.mu.Unlock()
 	// A lease keeps the parent running, and safe from reset, stop and destroy, for the
-	// length of the copy; it wakes the parent if it was stopped.
+	// length of the copy; it wakes the parent if it was stopped meanwhile.
 	lease, err := m.Acquire(ctx, router.Route{Branch: parent, Options: router.Options{Source: child.Source}})
 	if err != nil {
 		return fmt.Errorf("parent branch %q: %w", parent, err)
@@ -47,11 +116,11 @@ func (m *Manager) fork(ctx context.Context, b *branch, parent string) error {
 		return err
 	}
 	start := time.Now()
-	layer := filepath.Join(m.layersDir(), "b"+strconv.FormatInt(child.ID, 10))
-	if err := os.MkdirAll(m.layersDir(), 0o700); err != nil {
+	layer, done, err := m.newLayer(child.ID)
+	if err != nil {
 		return err
 	}
-	os.RemoveAll(layer)
+	defer done()
 	conn, err := superuserConn(ctx, sd, lease.Dial)
 	if err != nil {
 		return fmt.Errorf("connect to parent %q: %w", parent, err)
@@ -65,8 +134,13 @@ func (m *Manager) fork(ctx context.Context, b *branch, parent string) error {
 	if _, err := conn.Exec(ctx, startSQL, "pgbranchproxy fork of "+parent); err != nil {
 		return fmt.Errorf("start backup of parent: %w", err)
 	}
-	upper := m.layoutOf(prec.ID).upper
-	if err := copyTree(ctx, upper, layer); err != nil {
+	// The upper layer alone, or the merged data directory when the chain flattens.
+	src, layers := m.layoutOf(prec.ID).upper, append([]string{layer}, prec.Layers...)
+	flat := len(layers) > maxLowerLayers
+	if flat {
+		src, layers = m.layoutOf(prec.ID).data, []string{layer}
+	}
+	if err := copyTree(ctx, src, layer); err != nil {
 		conn.Exec(context.WithoutCancel(ctx), stopSQL)
 		return err
 	}
@@ -76,14 +150,12 @@ func (m *Manager) fork(ctx context.Context, b *branch, parent string) error {
 	}
 	// WAL written while the files were copied must be complete in the layer: copy it
 	// again now that the backup has ended.
-	if _, err := os.Stat(filepath.Join(upper, "pg_wal")); err == nil {
-		if err := copyTree(ctx, filepath.Join(upper, "pg_wal"), filepath.Join(layer, "pg_wal")); err != nil {
+	if _, err := os.Stat(filepath.Join(src, "pg_wal")); err == nil {
+		if err := copyTree(ctx, filepath.Join(src, "pg_wal"), filepath.Join(layer, "pg_wal")); err != nil {
 			return err
 		}
 	}
-	for _, f := range []string{"postmaster.pid", "postmaster.opts", "backup_label.old"} {
-		os.Remove(filepath.Join(layer, f))
-	}
+	removeServerFiles(layer)
 	if err := writeOwned(filepath.Join(layer, "backup_label"), label, m.cfg.User.UID, m.cfg.User.GID); err != nil {
 		return err
 	}
@@ -92,21 +164,22 @@ func (m *Manager) fork(ctx context.Context, b *branch, parent string) error {
 			return err
 		}
 	}
-	m.mu.Lock()
-	b.rec.Layers = append([]string{layer}, prec.Layers...)
-	b.rec.SeedID = prec.SeedID
-	b.rec.Parent = parent
-	m.mu.Unlock()
-	m.log.Info("forked parent layer", zap.String("branch", child.Name), zap.String("parent", parent),
-		zap.Duration("took", time.Since(start)))
 	// The child starts with the parent's roles as of the fork.
 	parentRoles, err := roles.Read(ctx, conn)
 	if err != nil {
 		return fmt.Errorf("read parent's roles: %w", err)
 	}
-	return m.save(ctx, b, "fork layer ready", func(r *catalog.Branch) {
-		r.Layers, r.SeedID, r.Parent, r.Roles = b.rec.Layers, prec.SeedID, parent, parentRoles.Encode()
-	})
+	m.log.Info("forked parent layer", zap.String("branch", child.Name), zap.String("parent", parent),
+		zap.String("how", "online"), zap.Bool("flattened", flat), zap.Duration("took", time.Since(start)))
+	return m.adopt(ctx, b, prec, layers, parentRoles.Encode())
+}
+
+// removeServerFiles removes what a server leaves in its data directory that a copy
+// must not carry.
+func removeServerFiles(layer string) {
+	for _, f := range []string{"postmaster.pid", "postmaster.opts", "backup_label.old"} {
+		os.Remove(filepath.Join(layer, f))
+	}
 }
 
 // copyTree copies src into dst (created if needed) preserving owners, modes, xattrs
@@ -133,30 +206,4 @@ func writeOwned(path, content string, uid, gid int) error {
 		return err
 	}
 	return os.Chown(path, uid, gid)
-}
-
-// collectLayers removes fork layers no branch lists any more.
-func (m *Manager) collectLayers(ctx context.Context) {
-	entries, err := os.ReadDir(m.layersDir())
-	if err != nil {
-		return
-	}
-	all, err := m.cat.Branches(ctx)
-	if err != nil {
-		return
-	}
-	used := map[string]bool{}
-	for _, b := range all {
-		for _, l := range b.Layers {
-			used[l] = true
-		}
-	}
-	for _, e := range entries {
-		p := filepath.Join(m.layersDir(), e.Name())
-		if !used[p] {
-			if err := os.RemoveAll(p); err != nil {
-				m.log.Warn("remove unused layer", zap.String("layer", e.Name()), zap.Error(err))
-			}
-		}
-	}
 }

@@ -73,6 +73,7 @@ type Manager struct {
 	sources    map[string]*sourceState
 	running    *simplelru.LRU[key, struct{}] // running branches, least recently used first
 	ownedTotal int64                         // as of the last reaper pass
+	forks      forkState                     // fork_stopped.go
 }
 
 type key struct{ source, name string }
