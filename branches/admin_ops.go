@@ -106,9 +106,12 @@ func (m *Manager) adminOp(ctx context.Context, source, name, what string, step f
 type Settings struct {
 	TTL   *time.Duration `json:"ttl,omitempty"`
 	Quota *int64         `json:"quota,omitempty"`
+	// Ephemeral false keeps a branch that was to be destroyed with its last session
+	// (a test helper does this when the test failed); true makes it ephemeral.
+	Ephemeral *bool `json:"ephemeral,omitempty"`
 }
 
-// Set changes a branch's TTL or quota.
+// Set changes a branch's TTL, quota or ephemeral mark.
 func (m *Manager) Set(ctx context.Context, source, name string, s Settings) error {
 	source, err := m.sourceOfBranch(source, name)
 	if err != nil {
@@ -124,6 +127,9 @@ func (m *Manager) Set(ctx context.Context, source, name string, s Settings) erro
 			}
 			if s.Quota != nil {
 				r.Quota = *s.Quota
+			}
+			if s.Ephemeral != nil {
+				r.Ephemeral = *s.Ephemeral
 			}
 		})
 	})

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -126,43 +125,14 @@ func (m *Manager) forkOnline(ctx context.Context, b *branch, parent string) erro
 		return fmt.Errorf("connect to parent %q: %w", parent, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	major, _ := strconv.Atoi(sd.PGVersion)
-	startSQL, stopSQL := "SELECT pg_backup_start($1, true)", "SELECT labelfile, spcmapfile FROM pg_backup_stop(false)"
-	if major < 15 {
-		startSQL, stopSQL = "SELECT pg_start_backup($1, true, false)", "SELECT labelfile, spcmapfile FROM pg_stop_backup(false, false)"
-	}
-	if _, err := conn.Exec(ctx, startSQL, "pgbranchproxy fork of "+parent); err != nil {
-		return fmt.Errorf("start backup of parent: %w", err)
-	}
 	// The upper layer alone, or the merged data directory when the chain flattens.
 	src, layers := m.layoutOf(prec.ID).upper, append([]string{layer}, prec.Layers...)
 	flat := len(layers) > maxLowerLayers
 	if flat {
 		src, layers = m.layoutOf(prec.ID).data, []string{layer}
 	}
-	if err := copyTree(ctx, src, layer); err != nil {
-		conn.Exec(context.WithoutCancel(ctx), stopSQL)
-		return err
-	}
-	var label, spcmap string
-	if err := conn.QueryRow(ctx, stopSQL).Scan(&label, &spcmap); err != nil {
-		return fmt.Errorf("stop backup of parent: %w", err)
-	}
-	// WAL written while the files were copied must be complete in the layer: copy it
-	// again now that the backup has ended.
-	if _, err := os.Stat(filepath.Join(src, "pg_wal")); err == nil {
-		if err := copyTree(ctx, filepath.Join(src, "pg_wal"), filepath.Join(layer, "pg_wal")); err != nil {
-			return err
-		}
-	}
-	removeServerFiles(layer)
-	if err := writeOwned(filepath.Join(layer, "backup_label"), label, m.cfg.User.UID, m.cfg.User.GID); err != nil {
-		return err
-	}
-	if strings.TrimSpace(spcmap) != "" {
-		if err := writeOwned(filepath.Join(layer, "tablespace_map"), spcmap, m.cfg.User.UID, m.cfg.User.GID); err != nil {
-			return err
-		}
+	if err := m.onlineCopy(ctx, conn, sd.PGVersion, "pgbranchproxy fork of "+parent, src, layer); err != nil {
+		return fmt.Errorf("copy parent %q: %w", parent, err)
 	}
 	// The child starts with the parent's roles as of the fork.
 	parentRoles, err := roles.Read(ctx, conn)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -74,6 +75,8 @@ type Manager struct {
 	running    *simplelru.LRU[key, struct{}] // running branches, least recently used first
 	ownedTotal int64                         // as of the last reaper pass
 	forks      forkState                     // fork_stopped.go
+
+	proxyAddr atomic.Pointer[string] // where clients connect, for connection strings
 }
 
 type key struct{ source, name string }
@@ -262,9 +265,10 @@ type ServerInfo struct {
 	StateDir   string `json:"state_dir"`
 	CopyUpMode string `json:"copy_up_mode"` // "copy" or "clone"
 	LazyRW     bool   `json:"lazyrw"`       // the shim is configured (each branch reports what it got)
+	Listen     string `json:"listen"`       // the proxy's listen address ("" before it listens)
 }
 
 // Info describes how this manager runs branches.
 func (m *Manager) Info() ServerInfo {
-	return ServerInfo{StateDir: m.cfg.StateDir, CopyUpMode: m.usage.Mode, LazyRW: m.cfg.ShimPath != ""}
+	return ServerInfo{StateDir: m.cfg.StateDir, CopyUpMode: m.usage.Mode, LazyRW: m.cfg.ShimPath != "", Listen: m.ProxyAddr()}
 }

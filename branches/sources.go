@@ -23,6 +23,7 @@ type SourceRequest struct {
 	Database string // for KindSQL; default: Name
 	URL      string
 	DataDir  string
+	Branch   string // for KindBranch: "SOURCE/BRANCH"
 }
 
 // SourceInfo describes one source and its current seed.
@@ -61,6 +62,17 @@ func (m *Manager) AddSource(ctx context.Context, req SourceRequest, progress fun
 		spec = req.URL
 	case seed.KindDataDir:
 		spec = req.DataDir
+	case KindBranch:
+		from, _, err := parseBranchSpec(req.Branch)
+		if err != nil {
+			return SourceInfo{}, err
+		}
+		spec = req.Branch
+		m.mu.Lock()
+		if ps := m.sources[from]; ps != nil && req.Database == "" {
+			req.Database = ps.src.DefaultDatabase
+		}
+		m.mu.Unlock()
 	case seed.KindEmpty:
 	default:
 		return SourceInfo{}, fmt.Errorf("%w: unknown source kind %q", ErrInvalid, req.Kind)
@@ -110,6 +122,8 @@ func (m *Manager) RefreshSource(ctx context.Context, name string, progress func(
 		req.URL = st.src.Spec
 	case seed.KindDataDir:
 		req.DataDir = st.src.Spec
+	case KindBranch:
+		req.Branch = st.src.Spec
 	}
 	sd, err := m.buildSeed(ctx, st.src, req, progress)
 	if err != nil {
@@ -172,10 +186,18 @@ func (m *Manager) buildSeed(ctx context.Context, src catalog.Source, req SourceR
 		return catalog.Seed{}, err
 	}
 	start := time.Now()
-	res, err := m.cfg.Builder.Build(ctx, seed.Request{
+	breq := seed.Request{
 		Kind: req.Kind, SQLFile: req.SQLFile, Database: req.Database, URL: req.URL, DataDir: req.DataDir,
 		Dir: filepath.Join(work, "data"), Progress: progress,
-	})
+	}
+	if req.Kind == KindBranch {
+		breq.Kind, breq.DataDir = seed.KindDataDir, filepath.Join(work, "branch")
+		if err := m.snapshotBranch(ctx, req.Branch, breq.DataDir, progress); err != nil {
+			cleanup()
+			return catalog.Seed{}, err
+		}
+	}
+	res, err := m.cfg.Builder.Build(ctx, breq)
 	if err != nil {
 		cleanup()
 		return catalog.Seed{}, fmt.Errorf("build seed of %q: %w", src.Name, err)

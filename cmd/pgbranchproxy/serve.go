@@ -288,6 +288,7 @@ func serve(g *globalFlags, f *serveFlags) error {
 		mgr.Close(context.Background())
 		return fmt.Errorf("listen on %s: %w", f.listen, err)
 	}
+	mgr.SetProxyAddr(ln.Addr().String())
 	log.Info("pgbranchproxy ready", zap.String("listen", ln.Addr().String()), zap.String("state_dir", stateDir),
 		zap.String("admin", adminSock), zap.Bool("lazyrw", shim != ""))
 	serveErr := make(chan error, 1)
