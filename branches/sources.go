@@ -33,6 +33,7 @@ type SourceInfo struct {
 	Generation int       `json:"generation"`
 	PGVersion  string    `json:"pg_version"`
 	Databases  []string  `json:"databases"`
+	Database   string    `json:"database,omitempty"` // the database clients use by default ("" when the source does not say)
 	Branches   int       `json:"branches"`
 	CreatedAt  time.Time `json:"created_at"`
 	SeededAt   time.Time `json:"seeded_at"`
@@ -281,7 +282,7 @@ func (m *Manager) sourceInfo(name string) SourceInfo {
 	if s == nil {
 		return SourceInfo{Name: name}
 	}
-	info := SourceInfo{Name: name, Kind: s.src.Kind, CreatedAt: s.src.CreatedAt}
+	info := SourceInfo{Name: name, Kind: s.src.Kind, CreatedAt: s.src.CreatedAt, Database: s.src.DefaultDatabase}
 	if s.seed != nil {
 		info.Generation, info.PGVersion, info.Databases, info.SeededAt = s.seed.Generation, s.seed.PGVersion, s.seed.Databases, s.seed.ReadyAt
 	}

@@ -9,17 +9,16 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/pgbranchproxy/pgbranchproxy/admin"
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
 	"github.com/spf13/cobra"
 )
 
 func newBranch(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "branch", Short: "Manage branches"}
-	cmd.AddCommand(newBranchLs(g), newBranchCreate(g),
+	cmd.AddCommand(newBranchLs(g), newBranchCreate(g), newBranchURL(g),
 		branchAction(g, "reset", "Throw a branch's writes away, back to its base", http.MethodPost, "/reset"),
 		branchAction(g, "stop", "Stop a branch's server, keeping its data", http.MethodPost, "/stop"),
-		branchAction(g, "destroy", "Destroy a branch and its data", http.MethodDelete, ""),
+		newBranchDestroy(g),
 		newBranchSet(g))
 	return cmd
 }
@@ -66,30 +65,6 @@ func ago(t time.Time) string {
 		return "-"
 	}
 	return time.Since(t).Round(time.Second).String() + " ago"
-}
-
-func newBranchCreate(g *globalFlags) *cobra.Command {
-	var req admin.CreateBranch
-	cmd := &cobra.Command{
-		Use:   "create NAME [--source S] [--from PARENT]",
-		Short: "Create a branch now instead of on first connect",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			req.Name = args[0]
-			start := time.Now()
-			if err := newClient(g).call(cmd.Context(), http.MethodPost, "/v1/branches", req, nil); err != nil {
-				return err
-			}
-			fmt.Printf("branch %s ready in %s\n", req.Name, time.Since(start).Round(time.Millisecond))
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&req.Source, "source", "", "source to branch (default: the only one)")
-	cmd.Flags().StringVar(&req.From, "from", "", "parent branch (default: the seed)")
-	cmd.Flags().DurationVar(&req.TTL, "ttl", 0, "destroy the branch after this long without a session (default: the server's --ttl)")
-	cmd.Flags().Var(sizeFlag{&req.Quota}, "quota", "bytes the branch may own, e.g. 2GB (default: the server's --quota)")
-	cmd.Flags().BoolVar(&req.Ephemeral, "ephemeral", false, "destroy the branch when its last session ends")
-	return cmd
 }
 
 func newBranchSet(g *globalFlags) *cobra.Command {

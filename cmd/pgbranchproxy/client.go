@@ -12,20 +12,26 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/pgbranchproxy/pgbranchproxy/admin"
 )
 
-// client talks to a running server's admin socket.
+// client talks to a running server's admin API: its unix socket, or --admin-url.
 type client struct {
-	socket string
+	socket string // "" when base is a remote URL
+	base   string // "http://pgbranchproxy" for the socket
+	token  string
 	http   *http.Client
 }
 
 func newClient(g *globalFlags) *client {
+	if g.adminURL != "" {
+		return &client{base: strings.TrimRight(g.adminURL, "/"), token: g.adminToken, http: &http.Client{}}
+	}
 	sock := filepath.Join(g.stateDir, "admin.sock")
-	return &client{socket: sock, http: &http.Client{Transport: &http.Transport{
+	return &client{socket: sock, base: "http://pgbranchproxy", token: g.adminToken, http: &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", sock)
@@ -42,12 +48,18 @@ func (c *client) do(ctx context.Context, method, path string, body any) (*http.R
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://pgbranchproxy"+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
 		return nil, err
 	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if c.socket == "" {
+			return nil, fmt.Errorf("admin API at %s: %w", c.base, err)
+		}
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
 			return nil, fmt.Errorf("no server is running on %s (start one with: pgbranchproxy serve --state-dir %s)", c.socket, filepath.Dir(c.socket))
 		}
@@ -69,9 +81,9 @@ func (c *client) call(ctx context.Context, method, path string, body, out any) e
 	if resp.StatusCode != http.StatusOK {
 		var e admin.Error
 		if json.NewDecoder(resp.Body).Decode(&e) == nil && e.Error != "" {
-			return errors.New(e.Error)
+			return &apiError{status: resp.StatusCode, msg: e.Error}
 		}
-		return fmt.Errorf("server answered %s", resp.Status)
+		return &apiError{status: resp.StatusCode, msg: "server answered " + resp.Status}
 	}
 	if out == nil {
 		return nil
@@ -88,8 +100,10 @@ func (c *client) stream(ctx context.Context, path string, body any, progress fun
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		var e admin.Error
-		json.NewDecoder(resp.Body).Decode(&e)
-		return nil, errors.New(e.Error)
+		if json.NewDecoder(resp.Body).Decode(&e) != nil || e.Error == "" {
+			e.Error = "server answered " + resp.Status
+		}
+		return nil, &apiError{status: resp.StatusCode, msg: e.Error}
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
@@ -111,4 +125,18 @@ func (c *client) stream(ctx context.Context, path string, body any, progress fun
 		return nil, err
 	}
 	return nil, errors.New("the server closed the connection before the seed was ready")
+}
+
+// apiError is a request the server answered with an error status.
+type apiError struct {
+	status int
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+// isStatus reports whether err is an answer with that HTTP status.
+func isStatus(err error, status int) bool {
+	var ae *apiError
+	return errors.As(err, &ae) && ae.status == status
 }

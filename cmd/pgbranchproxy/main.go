@@ -16,14 +16,16 @@ func main() {
 	root := newRoot()
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "pgbranchproxy:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 
 // globalFlags are shared by every subcommand.
 type globalFlags struct {
-	stateDir string
-	config   string
+	stateDir   string
+	config     string
+	adminURL   string // the admin API over TCP instead of <state-dir>/admin.sock
+	adminToken string
 }
 
 func newRoot() *cobra.Command {
@@ -43,7 +45,10 @@ func newRoot() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "/var/lib/pgbranchproxy", "directory holding the catalog, seeds, branches and admin.sock")
 	root.PersistentFlags().StringVar(&g.config, "config", "", "file of flag settings, one \"name = value\" a line (# comments); the command line and PGBRANCH_* win")
+	root.PersistentFlags().StringVar(&g.adminURL, "admin-url", "", "reach a server's admin API over TCP (its --admin-listen), e.g. http://db-host:6433, instead of the state directory's socket")
+	root.PersistentFlags().StringVar(&g.adminToken, "admin-token", "", "bearer token for --admin-url")
 	root.AddCommand(newServe(g), newSource(g), newBranch(g), newInfo(g))
+	markUsageErrors(root)
 	return root
 }
 

@@ -1,8 +1,8 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -27,19 +27,19 @@ func newSourceAdd(g *globalFlags) *cobra.Command {
 	var req branches.SourceRequest
 	var empty bool
 	cmd := &cobra.Command{
-		Use:   "add NAME (--from-sql FILE [--database DB] | --from-url URL | --from-datadir PATH | --empty)",
+		Use:   "add NAME (--from-sql FILE [--database DB] | --from-url URL | --from-datadir PATH | --from-branch SOURCE/BRANCH | --empty)",
 		Short: "Add a source and build its settled seed; returns when it is ready",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Name = args[0]
 			n := 0
-			for _, set := range []bool{req.SQLFile != "", req.URL != "", req.DataDir != "", empty} {
+			for _, set := range []bool{req.SQLFile != "", req.URL != "", req.DataDir != "", req.Branch != "", empty} {
 				if set {
 					n++
 				}
 			}
 			if n != 1 {
-				return errors.New("give exactly one of --from-sql, --from-url, --from-datadir or --empty")
+				return usageErrorf("give exactly one of --from-sql, --from-url, --from-datadir, --from-branch or --empty")
 			}
 			switch {
 			case req.SQLFile != "":
@@ -51,6 +51,11 @@ func newSourceAdd(g *globalFlags) *cobra.Command {
 				req.SQLFile = abs
 			case req.URL != "":
 				req.Kind = seed.KindURL
+			case req.Branch != "":
+				req.Kind = branches.KindBranch
+				if err := branchExists(cmd.Context(), newClient(g), req.Branch); err != nil {
+					return err
+				}
 			case req.DataDir != "":
 				req.Kind = seed.KindDataDir
 				abs, err := filepath.Abs(req.DataDir)
@@ -68,6 +73,7 @@ func newSourceAdd(g *globalFlags) *cobra.Command {
 	cmd.Flags().StringVar(&req.Database, "database", "", "database the SQL file runs in (default: the source name)")
 	cmd.Flags().StringVar(&req.URL, "from-url", "", "pg_basebackup from this server (the role needs REPLICATION)")
 	cmd.Flags().StringVar(&req.DataDir, "from-datadir", "", "copy this stopped cluster's data directory")
+	cmd.Flags().StringVar(&req.Branch, "from-branch", "", "copy this running branch online (SOURCE/BRANCH), e.g. a migrated schema")
 	cmd.Flags().BoolVar(&empty, "empty", false, "an empty cluster (initdb)")
 	return cmd
 }
@@ -133,4 +139,20 @@ func streamSeed(cmd *cobra.Command, g *globalFlags, path string, body any) error
 	fmt.Printf("source %s ready: generation %d, PostgreSQL %s, databases %s, seeded in %s\n",
 		s.Name, s.Generation, s.PGVersion, strings.Join(s.Databases, ", "), time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// branchExists checks "SOURCE/BRANCH" before a seed build is started from it, so
+// that a missing branch gets the not-found exit code.
+func branchExists(ctx context.Context, c *client, spec string) error {
+	source, name, _ := strings.Cut(spec, "/")
+	var list []branches.Info
+	if err := c.call(ctx, http.MethodGet, "/v1/branches", nil, &list); err != nil {
+		return err
+	}
+	for _, b := range list {
+		if b.Source == source && b.Name == name {
+			return nil
+		}
+	}
+	return &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("branch %q of source %q not found", name, source)}
 }

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestConnectionStrings(t *testing.T) {
+	tg := target{Host: "proxy", Port: 6432, User: "app", Database: "app", Branch: "pr-7"}
+	for got, want := range map[string]string{
+		tg.libpq(): "host=proxy port=6432 user=app dbname=app@pr-7",
+		tg.url():   "postgres://app@proxy:6432/app%40pr-7",
+		tg.jdbc():  "jdbc:postgresql://proxy:6432/app%40pr-7?user=app",
+	} {
+		if got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	}
+	tg.Password, tg.Source, tg.Host = "s3 cr'et", "tpl", "::1"
+	for got, want := range map[string]string{
+		tg.libpq(): `host=::1 port=6432 user=app password='s3 cr\'et' dbname=app@pr-7 options='-c pgbranch.source=tpl'`,
+		tg.url():   "postgres://app:s3%20cr%27et@[::1]:6432/app%40pr-7?options=-c%20pgbranch.source%3Dtpl",
+		tg.jdbc():  "jdbc:postgresql://[::1]:6432/app%40pr-7?user=app&password=s3%20cr%27et&options=-c%20pgbranch.source%3Dtpl",
+		strings.Join(tg.env(), "\n"): "PGHOST=::1\nPGPORT=6432\nPGUSER=app\nPGDATABASE=app@pr-7\nPGPASSWORD=s3 cr'et\n" +
+			"PGOPTIONS=-c pgbranch.source=tpl\nDATABASE_URL=postgres://app:s3%20cr%27et@[::1]:6432/app%40pr-7?options=-c%20pgbranch.source%3Dtpl",
+	} {
+		if got != want {
+			t.Errorf("got  %q\nwant %q", got, want)
+		}
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want int
+	}{
+		{nil, exitOK},
+		{usageErrorf("bad"), exitUsage},
+		{&apiError{status: http.StatusNotFound, msg: `branch "x": not found`}, exitNotFound},
+		{&apiError{status: http.StatusConflict, msg: `branch "x" of source "app": already exists`}, exitExists},
+		{&apiError{status: http.StatusConflict, msg: "branch has open sessions"}, exitError},
+		{&apiError{status: http.StatusUnauthorized, msg: "missing or wrong bearer token"}, exitError},
+	} {
+		if got := exitCode(c.err); got != c.want {
+			t.Errorf("exitCode(%v) = %d, want %d", c.err, got, c.want)
+		}
+	}
+	root := newRoot()
+	root.SetArgs([]string{"branch", "url"})
+	root.SetOut(new(strings.Builder))
+	if err := root.Execute(); exitCode(err) != exitUsage {
+		t.Errorf("missing argument: %v (exit %d)", err, exitCode(err))
+	}
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes, for scripts (CI jobs) that branch on the outcome.
+const (
+	exitOK       = 0 // done
+	exitError    = 1 // anything else: the server failed, could not be reached, refused
+	exitUsage    = 2 // bad command line: unknown command or flag, wrong arguments
+	exitNotFound = 3 // the branch or source does not exist
+	exitExists   = 4 // the branch or source already exists (create without --if-not-exists)
+)
+
+// usageError is a mistake on the command line.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// exitCode maps an error returned by the command tree to the process's exit code.
+func exitCode(err error) int {
+	var ue usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ue), strings.HasPrefix(err.Error(), "unknown command"):
+		return exitUsage
+	case isStatus(err, http.StatusNotFound):
+		return exitNotFound
+	case isStatus(err, http.StatusConflict) && strings.Contains(err.Error(), "already exists"):
+		return exitExists
+	}
+	return exitError
+}
+
+// markUsageErrors makes flag and argument errors of every command in the tree usage
+// errors.
+func markUsageErrors(root *cobra.Command) {
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if args := c.Args; args != nil {
+			c.Args = func(cmd *cobra.Command, a []string) error {
+				if err := args(cmd, a); err != nil {
+					return usageError{err}
+				}
+				return nil
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}
