@@ -54,6 +54,9 @@ func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, erro
 	if err != nil {
 		return nil, err
 	}
+	if err := m.checkDatabase(source, route); err != nil {
+		return nil, err
+	}
 	k := key{source, route.Branch}
 	created, resetDone := false, !route.Options.Reset
 	for {

@@ -360,7 +360,7 @@ func (m *Manager) resetBranch(ctx context.Context, b *branch, reason string) err
 	if err := m.save(ctx, b, reason, func(r *catalog.Branch) {
 		r.State, r.OwnedBytes = catalog.Stopped, 0
 		if r.Parent == "" {
-			r.Roles = ""
+			r.Roles, r.Databases = "", nil
 		}
 	}); err != nil {
 		return err

@@ -60,27 +60,33 @@ func (m *Manager) refreshRoles(ctx context.Context, b *branch) error {
 	if err != nil {
 		return err
 	}
-	set, err := readRoles(ctx, inst.SocketPath(), sd)
+	set, dbs, err := readRoles(ctx, inst.SocketPath(), sd)
 	if err != nil {
 		return fmt.Errorf("read roles of branch %q: %w", rec.Name, err)
 	}
-	if enc := set.Encode(); enc != rec.Roles {
-		return m.save(ctx, b, "roles changed", func(r *catalog.Branch) { r.Roles = enc })
+	if enc := set.Encode(); enc != rec.Roles || !slices.Equal(dbs, rec.Databases) {
+		return m.save(ctx, b, "roles changed", func(r *catalog.Branch) { r.Roles, r.Databases = enc, dbs })
 	}
 	return nil
 }
 
-// readRoles connects to the server on socket as the seed's superuser and reads pg_authid.
-func readRoles(ctx context.Context, socket string, sd catalog.Seed) (roles.Set, error) {
+// readRoles connects to the server on socket as the seed's superuser and reads
+// pg_authid, and the databases (for checkDatabase).
+func readRoles(ctx context.Context, socket string, sd catalog.Seed) (roles.Set, []string, error) {
 	c, err := superuserConn(ctx, sd, func(ctx context.Context) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", socket)
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer c.Close(context.WithoutCancel(ctx))
-	return roles.Read(ctx, c)
+	set, err := roles.Read(ctx, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	dbs, err := readDatabases(ctx, c)
+	return set, dbs, err
 }
 
 // superuserConn connects to a branch server, reached with dial, as its seed's

@@ -42,8 +42,8 @@ type SourceInfo struct {
 // AddSource records a source and builds and settles its first seed, reporting steps
 // to progress. It returns when the seed is ready.
 func (m *Manager) AddSource(ctx context.Context, req SourceRequest, progress func(string)) (SourceInfo, error) {
-	if !router.ValidBranchName(req.Name) {
-		return SourceInfo{}, fmt.Errorf("%w: source name %q: use 1-63 characters of a-z, 0-9 and '-'", ErrInvalid, req.Name)
+	if !router.ValidSourceName(req.Name) {
+		return SourceInfo{}, fmt.Errorf("%w: source name %q: %s", ErrInvalid, req.Name, router.SourceNameHint())
 	}
 	spec := ""
 	switch req.Kind {

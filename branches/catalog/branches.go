@@ -36,8 +36,9 @@ type Branch struct {
 	PID        int    // postmaster PID while running
 	TTL        time.Duration
 	Ephemeral  bool
-	Quota      int64  // bytes the branch may own; 0: the server's default
-	Roles      string // the branch's login roles as last read, encoded by package roles; "" if never read
+	Quota      int64    // bytes the branch may own; 0: the server's default
+	Roles      string   // the branch's login roles as last read, encoded by package roles; "" if never read
+	Databases  []string // the branch's databases as last read with its roles; nil if never read
 	OwnedBytes int64
 	CreateMS   int64 // how long creation took, in milliseconds
 	Error      string
@@ -47,15 +48,15 @@ type Branch struct {
 }
 
 const branchCols = `id, source, name, seed_id, parent, layers, state, cow_mode, pid, ttl_ns, ephemeral, quota, roles,
-	owned_bytes, create_ms, error, created_at, last_used_at, state_at`
+	owned_bytes, create_ms, error, created_at, last_used_at, state_at, databases`
 
 func scanBranch(sc interface{ Scan(...any) error }) (Branch, error) {
 	var b Branch
-	var layers string
+	var layers, dbs string
 	var ttl, created, used, stateAt int64
 	err := sc.Scan(&b.ID, &b.Source, &b.Name, &b.SeedID, &b.Parent, &layers, &b.State, &b.CowMode, &b.PID,
-		&ttl, &b.Ephemeral, &b.Quota, &b.Roles, &b.OwnedBytes, &b.CreateMS, &b.Error, &created, &used, &stateAt)
-	b.Layers = splitList(layers)
+		&ttl, &b.Ephemeral, &b.Quota, &b.Roles, &b.OwnedBytes, &b.CreateMS, &b.Error, &created, &used, &stateAt, &dbs)
+	b.Layers, b.Databases = splitList(layers), splitList(dbs)
 	b.TTL = time.Duration(ttl)
 	b.CreatedAt, b.LastUsedAt, b.StateAt = fromNano(created), fromNano(used), fromNano(stateAt)
 	return b, err
@@ -67,11 +68,11 @@ func (c *Catalog) InsertBranch(ctx context.Context, b Branch, reason string) (in
 	var id int64
 	err := c.tx(ctx, func(tx sqlTx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO branches (source, name, seed_id, parent, layers, state, cow_mode, pid,
-			ttl_ns, ephemeral, quota, roles, owned_bytes, create_ms, error, created_at, last_used_at, state_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			ttl_ns, ephemeral, quota, roles, owned_bytes, create_ms, error, created_at, last_used_at, state_at, databases)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			b.Source, b.Name, b.SeedID, b.Parent, joinList(b.Layers), b.State, b.CowMode, b.PID,
 			int64(b.TTL), b.Ephemeral, b.Quota, b.Roles, b.OwnedBytes, b.CreateMS, b.Error,
-			unixNano(b.CreatedAt), unixNano(b.LastUsedAt), unixNano(b.StateAt))
+			unixNano(b.CreatedAt), unixNano(b.LastUsedAt), unixNano(b.StateAt), joinList(b.Databases))
 		if isUnique(err) {
 			return fmt.Errorf("branch %q of source %q: %w", b.Name, b.Source, ErrExists)
 		}
@@ -95,9 +96,9 @@ func (c *Catalog) UpdateBranch(ctx context.Context, b Branch, reason string) err
 			return noRows(err, fmt.Sprintf("branch %q", b.Name))
 		}
 		_, err := tx.ExecContext(ctx, `UPDATE branches SET parent = ?, layers = ?, state = ?, cow_mode = ?, pid = ?,
-			ttl_ns = ?, ephemeral = ?, quota = ?, roles = ?, owned_bytes = ?, create_ms = ?, error = ?, last_used_at = ?, state_at = ? WHERE id = ?`,
+			ttl_ns = ?, ephemeral = ?, quota = ?, roles = ?, owned_bytes = ?, create_ms = ?, error = ?, last_used_at = ?, state_at = ?, databases = ? WHERE id = ?`,
 			b.Parent, joinList(b.Layers), b.State, b.CowMode, b.PID, int64(b.TTL), b.Ephemeral, b.Quota, b.Roles, b.OwnedBytes,
-			b.CreateMS, b.Error, unixNano(b.LastUsedAt), unixNano(b.StateAt), b.ID)
+			b.CreateMS, b.Error, unixNano(b.LastUsedAt), unixNano(b.StateAt), joinList(b.Databases), b.ID)
 		if err != nil || from == b.State {
 			return err
 		}

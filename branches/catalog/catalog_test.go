@@ -210,7 +210,7 @@ func branchEqual(x, y catalog.Branch) bool {
 	return x.ID == y.ID && x.Source == y.Source && x.Name == y.Name && x.SeedID == y.SeedID && x.Parent == y.Parent &&
 		slices.Equal(x.Layers, y.Layers) && x.State == y.State && x.CowMode == y.CowMode && x.PID == y.PID &&
 		x.TTL == y.TTL && x.Ephemeral == y.Ephemeral && x.Quota == y.Quota && x.Roles == y.Roles &&
-		x.OwnedBytes == y.OwnedBytes && x.CreateMS == y.CreateMS && x.Error == y.Error &&
+		slices.Equal(x.Databases, y.Databases) && x.OwnedBytes == y.OwnedBytes && x.CreateMS == y.CreateMS && x.Error == y.Error &&
 		x.CreatedAt.Equal(y.CreatedAt) && x.LastUsedAt.Equal(y.LastUsedAt) && x.StateAt.Equal(y.StateAt)
 }
 
@@ -229,6 +229,7 @@ func fullBranch(source, name string) catalog.Branch {
 		Ephemeral:  true,
 		Quota:      1 << 30,
 		Roles:      `{"u":{"name":"u","can_login":true}}`,
+		Databases:  []string{"app", "postgres"},
 		OwnedBytes: 123456789,
 		CreateMS:   87,
 		Error:      "last start failed: no space",
@@ -295,6 +296,7 @@ func TestUpdateBranch(t *testing.T) {
 	u.Ephemeral = false
 	u.Quota = 0
 	u.Roles = ""
+	u.Databases = []string{"app"}
 	u.OwnedBytes = 1
 	u.CreateMS = 12
 	u.Error = ""

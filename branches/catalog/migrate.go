@@ -14,7 +14,9 @@ type column struct {
 
 // addedColumns lists every column added after its table's CREATE TABLE in schema.
 // Append new columns here (and never to the CREATE TABLE of an existing table).
-var addedColumns = []column{}
+var addedColumns = []column{
+	{"branches", "databases", "TEXT NOT NULL DEFAULT ''"}, // read with the roles; the 3D000 check of a new branch's base
+}
 
 // migrate adds the columns of cols that the database lacks.
 func migrate(db *sql.DB, cols []column) error {
