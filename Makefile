@@ -26,7 +26,7 @@ test: deps build ## the whole suite: shim C tests, then go test ./... (needs roo
 test-short: ## unit tests only
 	$(GO) test -short -count=1 $(PKGS)
 
-run: build ## start serve with a demo source and print the psql line to try
+run: deps build ## start serve with a demo source and print the psql line to try
 	./scripts/run-demo.sh
 
 bench: deps build ## side-by-side benchmarks (BENCH_QUICK=1 for a short run)

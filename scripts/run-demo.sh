@@ -1,18 +1,38 @@
 #!/usr/bin/env bash
 # Starts pgbranchproxy in the foreground with a demo source seeded from
 # examples/demo.sql, and prints the psql command to try. Ctrl-C stops it cleanly.
+#
+# STATE_DIR picks the state directory (serve refuses one the Postgres OS user cannot
+# reach). Without it: .state in this clone when PG_USER (default postgres) can reach
+# it, else /var/lib/pgbranchproxy-demo, so that a clone anywhere (/root/src/...) works.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-state=${STATE_DIR:-$PWD/.state}
 listen=${LISTEN:-127.0.0.1:6432}
+pg_user=${PG_USER:-postgres}
 bin=./bin/pgbranchproxy
 sudo=""
 [ "$(id -u)" = 0 ] || sudo="sudo"
 
-mkdir -p "$state"
-$sudo "$bin" serve --state-dir "$state" --listen "$listen" --auth trust &
+if [ -n "${STATE_DIR:-}" ]; then
+  state=$STATE_DIR
+elif $sudo runuser -u "$pg_user" -- test -x "$PWD" 2>/dev/null; then
+  state=$PWD/.state
+else
+  state=/var/lib/pgbranchproxy-demo
+  echo "OS user $pg_user cannot reach $PWD: the demo keeps its state in $state (set STATE_DIR to choose)"
+fi
+
+$sudo mkdir -p "$state"
+$sudo "$bin" serve --state-dir "$state" --listen "$listen" --auth trust --pg-user "$pg_user" &
 pid=$!
-stop() { $sudo kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
+stopped=""
+stop() {
+  [ -z "$stopped" ] || return 0
+  stopped=1
+  $sudo kill -TERM "$pid" 2>/dev/null || true
+  rc=0; wait "$pid" 2>/dev/null || rc=$?
+  if [ "$rc" = 0 ]; then echo "pgbranchproxy stopped"; else echo "pgbranchproxy serve exited with status $rc" >&2; fi
+}
 trap 'stop; exit 0' INT TERM
 trap stop EXIT
 for _ in $(seq 1 100); do
