@@ -295,6 +295,7 @@ func (m *Manager) watchExit(b *branch, inst runtime.Instance) {
 	b.inst = nil
 	m.running.Remove(key{b.rec.Source, b.rec.Name})
 	o := m.startOp(b, "record exit", func(ctx context.Context) error {
+		m.closeIdle(b)
 		l := m.layoutOf(b.rec.ID)
 		m.log.Error("branch server exited unexpectedly", zap.String("branch", b.rec.Name),
 			zap.String("log", runtime.LogTail(l.log, 3)))
@@ -309,6 +310,7 @@ func (m *Manager) watchExit(b *branch, inst runtime.Instance) {
 
 // stopBranch stops the branch's server cleanly and unmounts it, keeping its data.
 func (m *Manager) stopBranch(ctx context.Context, b *branch, reason string) error {
+	m.closeIdle(b)
 	m.mu.Lock()
 	inst, rec := b.inst, b.rec
 	m.mu.Unlock()
@@ -383,6 +385,7 @@ func (m *Manager) clearUpper(id int64) error {
 
 // destroyBranch stops the branch, removes its directories and its catalog row.
 func (m *Manager) destroyBranch(ctx context.Context, b *branch, reason string) error {
+	m.closeIdle(b)
 	if err := m.save(ctx, b, reason, func(r *catalog.Branch) { r.State = catalog.Destroying }); err != nil {
 		return err
 	}

@@ -51,6 +51,11 @@ type Config struct {
 	MaxSessions int
 	// MaxCreating caps creations running at once; others wait their turn (default 4).
 	MaxCreating int
+	// MaxIdleServers caps the idle server sessions parked on one branch for reuse
+	// (see Lease.ReleaseIdle); 0 parks none.
+	MaxIdleServers int
+	// ServerIdleTimeout closes server sessions parked longer than this (default 60s).
+	ServerIdleTimeout time.Duration
 }
 
 // Manager finds, creates, wakes, stops, resets and destroys branches.
@@ -94,6 +99,9 @@ type branch struct {
 	measuredAt   time.Time // when OwnedBytes was last measured
 	persistedUse time.Time // the LastUsedAt the catalog has
 	rolesAt      time.Time // when the roles were last read from the running server
+
+	idle      map[string][]parkedConn // parked server sessions by startup key, oldest first
+	idleCount int
 }
 
 // op is one lifecycle operation in flight. done is closed when it ends; err is set before.
@@ -105,7 +113,8 @@ type op struct {
 
 type sourceState struct {
 	src  catalog.Source
-	seed *catalog.Seed // the newest ready seed; nil while the first one builds
+	seed *catalog.Seed  // the newest ready seed; nil while the first one builds
+	keys map[string]int // startup keys its clients used, with counts
 }
 
 // New opens the catalog in cfg.StateDir, reconciles what a previous run left behind
@@ -131,6 +140,9 @@ func New(ctx context.Context, cfg Config, log *zap.Logger) (*Manager, error) {
 	}
 	if cfg.ReapInterval <= 0 {
 		cfg.ReapInterval = 10 * time.Second
+	}
+	if cfg.ServerIdleTimeout <= 0 {
+		cfg.ServerIdleTimeout = time.Minute
 	}
 	switch cfg.Policy.QuotaPolicy {
 	case "":

@@ -65,6 +65,7 @@ func (m *Manager) reapPass(ctx context.Context) {
 		m.apply(ctx, a)
 	}
 	m.refreshRunningRoles(ctx)
+	m.expireIdle()
 	m.updateGauges()
 	if m.cfg.Metrics != nil {
 		m.cfg.Metrics.reapPass.Observe(time.Since(start).Seconds())

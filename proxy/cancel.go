@@ -20,14 +20,22 @@ type cancelTarget struct {
 	issuedFor string // for logs
 }
 
-// cancels maps the keys the proxy issued to their backends. Keys are random; an
-// entry lives exactly as long as its session. Safe for concurrent use.
+// cancels maps the keys the proxy issued to their backends. A key is the backend's
+// real process id, so that what the client is told agrees with pg_stat_activity,
+// pg_terminate_backend and NOTIFY, and a random secret of the proxy's own, never the
+// server's; lookups match the whole key. An entry lives exactly as long as its
+// session. Safe for concurrent use.
 type cancels struct {
 	mu sync.Mutex
-	m  map[string]cancelTarget
+	m  map[string]*cancelEntry
 }
 
-func newCancels() *cancels { return &cancels{m: map[string]cancelTarget{}} }
+type cancelEntry struct {
+	target   cancelTarget
+	inflight sync.WaitGroup // forwards under way
+}
+
+func newCancels() *cancels { return &cancels{m: map[string]*cancelEntry{}} }
 
 func cancelKey(pid uint32, secret []byte) string {
 	var b [4]byte
@@ -35,36 +43,50 @@ func cancelKey(pid uint32, secret []byte) string {
 	return string(b[:]) + string(secret)
 }
 
-// issue registers t and returns the process id and a random secret of secretLen
-// bytes to give the client (4 in protocol 3.0, up to 256 in 3.2).
-func (c *cancels) issue(t cancelTarget, secretLen int) (uint32, []byte) {
+// issue registers t under t's process id and returns a random secret of secretLen
+// bytes to give the client with it (4 in protocol 3.0, up to 256 in 3.2). Process
+// ids of different branch servers can be equal (containers have their own); the
+// secret tells them apart.
+func (c *cancels) issue(t cancelTarget, secretLen int) []byte {
 	secret := make([]byte, secretLen)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for {
-		var b [4]byte
-		rand.Read(b[:])
 		rand.Read(secret)
-		pid := binary.BigEndian.Uint32(b[:]) & 0x7fffffff
-		k := cancelKey(pid, secret)
-		if _, taken := c.m[k]; !taken && pid != 0 {
-			c.m[k] = t
-			return pid, secret
+		k := cancelKey(t.pid, secret)
+		if _, taken := c.m[k]; !taken {
+			c.m[k] = &cancelEntry{target: t}
+			return secret
 		}
 	}
 }
 
+// revoke ends a key and waits for the cancels it is forwarding: once it returns, no
+// cancel of that session can reach its server session, which may serve another
+// client next.
 func (c *cancels) revoke(pid uint32, secret []byte) {
 	c.mu.Lock()
+	e := c.m[cancelKey(pid, secret)]
 	delete(c.m, cancelKey(pid, secret))
 	c.mu.Unlock()
+	if e != nil {
+		e.inflight.Wait()
+	}
 }
 
-func (c *cancels) lookup(pid uint32, secret []byte) (cancelTarget, bool) {
+// forward sends the cancel to the backend the key leads to, if it is live.
+func (c *cancels) forward(pid uint32, secret []byte, timeout time.Duration) (cancelTarget, bool, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	t, ok := c.m[cancelKey(pid, secret)]
-	return t, ok
+	e := c.m[cancelKey(pid, secret)]
+	if e != nil {
+		e.inflight.Add(1)
+	}
+	c.mu.Unlock()
+	if e == nil {
+		return cancelTarget{}, false, nil
+	}
+	defer e.inflight.Done()
+	return e.target, true, e.target.forward(timeout)
 }
 
 // forward sends a CancelRequest with the backend's real key to its server. Like

@@ -1,13 +1,11 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"time"
 
@@ -83,49 +81,119 @@ func (s *Server) handle(raw net.Conn) {
 		s.refuse(conn, log, err)
 		return
 	}
-	defer lease.Release()
-	backend, err := lease.Dial(ctx)
+	sc, reused, err := s.serverSession(ctx, lease, route.Params)
 	if err != nil {
-		s.refuse(conn, log, fmt.Errorf("dial branch server: %w", err))
-		return
-	}
-	defer backend.Close()
-	// Bound the branch server's start-up by the acquire deadline: a silent server must
-	// not hold the handler, its lease and Shutdown.
-	if d, ok := ctx.Deadline(); ok {
-		backend.SetDeadline(d)
-	}
-	pid, secret, err := s.startBackend(conn, backend, st, route.Params, lease)
-	if pid != 0 {
-		defer s.cancels.revoke(pid, secret)
-	}
-	if err != nil {
-		if errors.Is(err, errBackendAuth) {
-			s.refuse(conn, log, err)
-		} else if ce := log.Check(zap.DebugLevel, "branch server refused the session"); ce != nil {
-			ce.Write(zap.Error(err))
-		}
-		return
-	}
-	backend.SetDeadline(time.Time{})
-	if ce := log.Check(zap.DebugLevel, "session started"); ce != nil {
-		ce.Write(zap.Duration("startup", time.Since(start)))
-	}
-	if tc := plainTCP(conn); tc != nil && len(s.pumps) > 0 {
-		result, err := s.pump().add(tc, backend, s.cfg.WriteTimeout)
-		if err != nil {
-			log.Error("hand session to pump", zap.Error(err))
+		lease.Release()
+		var be *backendError
+		if errors.As(err, &be) {
+			// The branch server's own refusal (too many clients, no such database)
+			// reaches the client as it was sent.
+			conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			conn.Write(be.msg)
+			log.Info("branch server refused the session", zap.String("sqlstate", be.code), zap.String("message", be.text))
 			return
 		}
-		if <-result {
-			log.Info("client stopped reading: session cut off", zap.Duration("write_timeout", s.cfg.WriteTimeout))
-		}
+		s.refuse(conn, log, err)
 		return
 	}
-	if relay(conn, backend, s.cfg.WriteTimeout) {
+	secretLen := 4
+	if st.version&0xffff >= newestMinor {
+		secretLen = 32 // protocol 3.2 allows up to 256 bytes; Postgres 18 uses 32
+	}
+	secret := s.cancels.issue(cancelTarget{dial: lease.Dial, pid: sc.pid, secret: sc.secret, issuedFor: route.Params["database"]}, secretLen)
+	if ce := log.Check(zap.DebugLevel, "session started"); ce != nil {
+		ce.Write(zap.Duration("startup", time.Since(start)), zap.Bool("reused", reused), zap.Uint32("pid", sc.pid))
+	}
+	_, err = conn.Write(sc.greeting(route.Params["application_name"], sc.pid, secret))
+	keep := err == nil && s.relaySession(conn, raw, sc, log)
+	s.cancels.revoke(sc.pid, secret)
+	s.endSession(lease, sc, keep, log)
+}
+
+// serverSession gives a client a server session on its branch: a parked one with
+// the same startup key when reuse is on and one is alive, else a new one.
+func (s *Server) serverSession(ctx context.Context, lease Lease, params map[string]string) (*serverConn, bool, error) {
+	if s.cfg.Reuse {
+		key := startupKey(params)
+		for c := lease.TakeIdle(key); c != nil; c = lease.TakeIdle(key) {
+			sc, ok := c.(*serverConn)
+			if !ok || !sc.alive() {
+				c.Close()
+				continue
+			}
+			if app := params["application_name"]; app != sc.appName {
+				if err := sc.setAppName(app, s.cfg.CancelTimeout); err != nil {
+					sc.Close()
+					continue
+				}
+			}
+			s.Stats.ServersReused.Add(1)
+			return sc, true, nil
+		}
+	}
+	// Bound the branch server's start-up by the acquire deadline: a silent server must
+	// not hold the handler, its lease and Shutdown.
+	sc, err := dialServer(ctx, lease.Dial, params)
+	if err == nil {
+		s.Stats.ServersOpened.Add(1)
+	}
+	return sc, false, err
+}
+
+// relaySession relays the logged-in session until either side ends it. It reports
+// whether the server session was left idle and can be reset and reused.
+func (s *Server) relaySession(conn, raw net.Conn, sc *serverConn, log *zap.Logger) (keep bool) {
+	var track *sessionTrack
+	if s.cfg.Reuse {
+		track = &sessionTrack{}
+	}
+	if tc := plainTCP(conn); tc != nil && len(s.pumps) > 0 {
+		result, err := s.pump().add(tc, sc.Conn, s.cfg.WriteTimeout, track)
+		if err != nil {
+			log.Error("hand session to pump", zap.Error(err))
+			return false
+		}
+		r := <-result
+		if r.stalled {
+			log.Info("client stopped reading: session cut off", zap.Duration("write_timeout", s.cfg.WriteTimeout))
+		}
+		if r.server < 0 {
+			return false
+		}
+		c, err := fdConn(r.server)
+		if err != nil {
+			log.Warn("take back server connection", zap.Error(err))
+			return false
+		}
+		sc.Conn = c
+		return true
+	}
+	stalled, keep := relay(conn, sc.Conn, s.cfg.WriteTimeout, track)
+	if stalled {
 		log.Info("client stopped reading: session cut off", zap.Duration("write_timeout", s.cfg.WriteTimeout))
 		abort(raw)
 	}
+	return keep
+}
+
+// endSession ends the client's session: an idle server session is reset and parked
+// on the branch for the next client with its startup key; any other is closed.
+func (s *Server) endSession(lease Lease, sc *serverConn, keep bool, log *zap.Logger) {
+	if keep {
+		if err := sc.reset(s.cfg.CancelTimeout); err != nil {
+			if ce := log.Check(zap.DebugLevel, "server session not reused"); ce != nil {
+				ce.Write(zap.Error(err))
+			}
+			keep = false
+		}
+	}
+	if !keep {
+		sc.Close()
+		lease.Release()
+		return
+	}
+	sc.parked = time.Now()
+	lease.ReleaseIdle(sc.key, sc)
 }
 
 // plainTCP returns the client's TCP connection when the session runs over it
@@ -301,11 +369,8 @@ func (s *Server) handleCancel(body []byte, log *zap.Logger) {
 		return
 	}
 	s.Stats.Cancels.Add(1)
-	t, ok := s.cancels.lookup(req.ProcessID, req.SecretKey)
-	if !ok {
-		return
-	}
-	if err := t.forward(s.cfg.CancelTimeout); err != nil {
+	t, ok, err := s.cancels.forward(req.ProcessID, req.SecretKey, s.cfg.CancelTimeout)
+	if ok && err != nil {
 		log.Warn("forward cancel request", zap.String("session", t.issuedFor), zap.Error(err))
 	}
 }
@@ -326,109 +391,3 @@ func (s *Server) refuse(conn net.Conn, log *zap.Logger, err error) {
 
 // errBackendAuth: the branch server asked for a password, which it never should.
 var errBackendAuth = errors.New("branch server asked for authentication")
-
-// startBackend sends the rewritten startup packet to the branch server in protocol
-// 3.0 and relays its start-up messages until ReadyForQuery: its AuthenticationOk is
-// dropped (the proxy already sent one), and its BackendKeyData is replaced with a key
-// the proxy issues. It returns the issued key.
-func (s *Server) startBackend(client, backend net.Conn, st clientStartup, params map[string]string, lease Lease) (uint32, []byte, error) {
-	startup, err := (&pgproto3.StartupMessage{ProtocolVersion: protocolV3, Parameters: params}).Encode(nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	if _, err := backend.Write(startup); err != nil {
-		return 0, nil, err
-	}
-	secretLen := 4
-	if st.version&0xffff >= newestMinor {
-		secretLen = 32 // protocol 3.2 allows up to 256 bytes; Postgres 18 uses 32
-	}
-	// The client gets AuthenticationOk and everything up to ReadyForQuery in one
-	// write; the server's messages are read through a buffer, and whatever the buffer
-	// holds past ReadyForQuery goes to the client with them, so no byte is lost to
-	// the relay that follows.
-	out, _ := (&pgproto3.AuthenticationOk{}).Encode(nil)
-	br := bufio.NewReaderSize(backend, 4096)
-	var pid uint32
-	var secret []byte
-	for {
-		typ, msg, err := readMessage(br, maxBackendStartupMessage)
-		if err != nil {
-			return pid, secret, fmt.Errorf("read from branch server: %w", err)
-		}
-		switch typ {
-		case 'R':
-			if len(msg) >= 9 && binary.BigEndian.Uint32(msg[5:9]) == 0 {
-				continue // AuthenticationOk
-			}
-			return pid, secret, errBackendAuth
-		case 'v':
-			continue // the proxy already negotiated with the client
-		case 'K':
-			var kd pgproto3.BackendKeyData
-			if err := kd.Decode(msg[5:]); err != nil {
-				return pid, secret, err
-			}
-			pid, secret = s.cancels.issue(cancelTarget{dial: lease.Dial, pid: kd.ProcessID, secret: kd.SecretKey,
-				issuedFor: params["database"]}, secretLen)
-			if msg, err = (&pgproto3.BackendKeyData{ProcessID: pid, SecretKey: secret}).Encode(nil); err != nil {
-				return pid, secret, err
-			}
-		}
-		out = append(out, msg...)
-		switch typ {
-		case 'Z':
-			if n := br.Buffered(); n > 0 {
-				rest, _ := br.Peek(n)
-				out = append(out, rest...)
-			}
-			_, err := client.Write(out)
-			return pid, secret, err
-		case 'E':
-			client.Write(out)
-			return pid, secret, errors.New("branch server sent an error")
-		}
-	}
-}
-
-// relay copies bytes both ways until either side closes, then closes the backend
-// and waits for both copies to finish. A client that stops reading for writeTimeout
-// while the server has data for it is cut off: relay then reports stalled, and the
-// caller resets the client connection.
-func relay(client, backend net.Conn, writeTimeout time.Duration) (stalled bool) {
-	toBackend, toClient := make(chan error, 1), make(chan error, 1)
-	go func() { toBackend <- copyTo(backend, client, 0) }()
-	go func() { toClient <- copyTo(client, backend, writeTimeout) }()
-	select {
-	case <-toBackend:
-		backend.Close()
-		client.SetReadDeadline(time.Now())
-		<-toClient
-	case err := <-toClient:
-		stalled = errors.Is(err, os.ErrDeadlineExceeded)
-		backend.Close()
-		client.SetReadDeadline(time.Now())
-		<-toBackend
-	}
-	return stalled
-}
-
-// copyTo copies src to dst, setting a write deadline before each write when
-// timeout > 0.
-func copyTo(dst, src net.Conn, timeout time.Duration) error {
-	buf := make([]byte, 32*1024)
-	for {
-		n, rerr := src.Read(buf)
-		if n > 0 {
-			if timeout > 0 {
-				dst.SetWriteDeadline(time.Now().Add(timeout))
-			}
-			if _, err := dst.Write(buf[:n]); err != nil {
-				return err
-			}
-		}
-		if rerr != nil {
-			return rerr
-		}
-	}
-}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -43,6 +44,8 @@ type fakeServer struct {
 	script   string
 	startups chan pgproto3.StartupMessage
 	cancels  chan pgproto3.CancelRequest
+	queries  chan string  // every query, while there is room
+	ended    atomic.Int32 // server sessions that ended (the connection closed)
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -62,6 +65,7 @@ func startFakeServer(t *testing.T, script string) *fakeServer {
 		script:   script,
 		startups: make(chan pgproto3.StartupMessage, 64),
 		cancels:  make(chan pgproto3.CancelRequest, 64),
+		queries:  make(chan string, 256),
 		conns:    map[net.Conn]struct{}{},
 	}
 	s.wg.Add(1)
@@ -104,6 +108,7 @@ func (s *fakeServer) accept() {
 				delete(s.conns, c)
 				s.mu.Unlock()
 				c.Close()
+				s.ended.Add(1)
 			}()
 			s.serve(c)
 		}()
@@ -155,15 +160,26 @@ func (s *fakeServer) serve(c net.Conn) {
 	if err := be.Flush(); err != nil {
 		return
 	}
+	tx := byte('I')
 	for {
 		msg, err := be.Receive()
 		if err != nil {
 			return
 		}
-		switch msg.(type) {
+		switch m := msg.(type) {
 		case *pgproto3.Query:
+			select {
+			case s.queries <- m.String:
+			default:
+			}
+			switch strings.ToLower(m.String) {
+			case "begin":
+				tx = 'T'
+			case "commit", "rollback":
+				tx = 'I'
+			}
 			be.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")})
-			be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+			be.Send(&pgproto3.ReadyForQuery{TxStatus: tx})
 			if err := be.Flush(); err != nil {
 				return
 			}
@@ -220,6 +236,19 @@ type fakeBranches struct {
 
 	mu     sync.Mutex
 	leases []*fakeLease
+	idle   map[string][]io.Closer // parked server sessions by startup key, as the engine keeps them
+	parks  atomic.Int32           // ReleaseIdle calls
+}
+
+// parked returns how many server sessions are parked.
+func (b *fakeBranches) parked() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, cs := range b.idle {
+		n += len(cs)
+	}
+	return n
 }
 
 func newFakeBranches(addr string, err error) *fakeBranches {
@@ -244,7 +273,7 @@ func (b *fakeBranches) Acquire(ctx context.Context, r router.Route) (proxy.Lease
 	if b.err != nil {
 		return nil, b.err
 	}
-	l := &fakeLease{addr: b.addr, released: make(chan struct{})}
+	l := &fakeLease{addr: b.addr, released: make(chan struct{}), b: b}
 	b.mu.Lock()
 	b.leases = append(b.leases, l)
 	b.mu.Unlock()
@@ -263,6 +292,7 @@ func (b *fakeBranches) lease(t *testing.T, i int) *fakeLease {
 }
 
 type fakeLease struct {
+	b        *fakeBranches
 	addr     string
 	releases atomic.Int32
 	released chan struct{} // closed on the first Release
@@ -277,6 +307,29 @@ func (l *fakeLease) Release() {
 	if l.releases.Add(1) == 1 {
 		close(l.released)
 	}
+}
+
+func (l *fakeLease) TakeIdle(key string) io.Closer {
+	l.b.mu.Lock()
+	defer l.b.mu.Unlock()
+	cs := l.b.idle[key]
+	if len(cs) == 0 {
+		return nil
+	}
+	c := cs[len(cs)-1]
+	l.b.idle[key] = cs[:len(cs)-1]
+	return c
+}
+
+func (l *fakeLease) ReleaseIdle(key string, c io.Closer) {
+	l.b.mu.Lock()
+	if l.b.idle == nil {
+		l.b.idle = map[string][]io.Closer{}
+	}
+	l.b.idle[key] = append(l.b.idle[key], c)
+	l.b.mu.Unlock()
+	l.b.parks.Add(1)
+	l.Release()
 }
 
 // waitReleased waits for the lease's first Release.

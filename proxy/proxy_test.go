@@ -27,8 +27,11 @@ func TestSession(t *testing.T) {
 	if v := conn.ParameterStatus("server_version"); v != "15.0" {
 		t.Errorf("server_version = %q, want the branch server's 15.0", v)
 	}
-	if conn.PID() == backendPID && bytes.Equal(conn.SecretKey(), backendSecret) {
-		t.Errorf("client was given the branch server's own key %d/%v", conn.PID(), conn.SecretKey())
+	if bytes.Equal(conn.SecretKey(), backendSecret) {
+		t.Errorf("client was given the branch server's own secret %v", conn.SecretKey())
+	}
+	if conn.PID() != backendPID {
+		t.Errorf("client was told pid %d, want the backend's real %d", conn.PID(), backendPID)
 	}
 	if len(conn.SecretKey()) != len(backendSecret) {
 		t.Errorf("client key has %d secret bytes, want %d as the branch server's", len(conn.SecretKey()), len(backendSecret))
@@ -141,19 +144,19 @@ func TestCancel(t *testing.T) {
 }
 
 // TestCancelKeyRevokedWhenLoginFails: a branch server that sends BackendKeyData and
-// then an ErrorResponse (the client got the key, the session never started) must not
-// leave that key live in the proxy's cancel map.
+// then an ErrorResponse: the client gets the server's error and no key, and no key
+// of that session is live in the proxy's cancel map.
 func TestCancelKeyRevokedWhenLoginFails(t *testing.T) {
 	t.Parallel()
 	p, fb, fs := setup(t, defaultConfig(), scriptErrorAfterKey, nil)
 	c := p.dial(t)
 	res := rawLogin(t, c, pgproto3.ProtocolVersion30, map[string]string{"user": "u", "database": "app@feat"})
-	if res.key == nil || res.err == nil || res.err.Code != "53300" {
-		t.Fatalf("login = key %v, error %v; want a key, then 53300", res.key, res.err)
+	if res.key != nil || res.err == nil || res.err.Code != "53300" {
+		t.Fatalf("login = key %v, error %v; want the server's 53300 and no key", res.key, res.err)
 	}
 	readUntilClosed(t, c)
 	fb.lease(t, 0).waitReleased(t)
-	p.sendCancel(t, res.key.ProcessID, res.key.SecretKey)
+	p.sendCancel(t, backendPID, backendSecret)
 	noneYet(t, fs.cancels, "cancel request for a session whose login failed")
 }
 

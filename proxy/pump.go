@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"runtime"
 	"sync"
 	"syscall"
@@ -37,8 +38,25 @@ type pumpSession struct {
 	toServer       pumpDir // client -> server
 	toClient       pumpDir // server -> client
 	writeTimeout   time.Duration
-	result         chan bool // receives true when the client was cut off for not reading
+	track          *sessionTrack   // set when the server session may be reused
+	result         chan pumpResult // receives once, when the session has ended
 }
+
+// pumpResult is how a session ended.
+type pumpResult struct {
+	stalled bool // the client was cut off for not reading
+	server  int  // the server's socket, left open because the session is idle and reusable; -1 if closed
+}
+
+// How a session ended, as end is told.
+type endCause int
+
+const (
+	endClient  endCause = iota // the client closed, sent Terminate, or could not be written
+	endServer                  // the server closed or could not be written
+	endStalled                 // the client stopped reading for writeTimeout
+	endStop                    // the pump is closing
+)
 
 type pumpDir struct {
 	buf    []byte
@@ -89,9 +107,10 @@ func dupSocket(c net.Conn) (int, error) {
 }
 
 // add hands client and server over to the pump and closes the Go connections. The
-// returned channel receives once, when the session has ended and both sockets are
-// closed: true if the client was cut off for not reading for writeTimeout.
-func (p *pump) add(client, server net.Conn, writeTimeout time.Duration) (<-chan bool, error) {
+// returned channel receives once, when the session has ended. With track set, the
+// pump follows the protocol (see sessionTrack): the client's Terminate is not passed
+// on, and a server session the client leaves idle is handed back open.
+func (p *pump) add(client, server net.Conn, writeTimeout time.Duration, track *sessionTrack) (<-chan pumpResult, error) {
 	cfd, err := dupSocket(client)
 	if err != nil {
 		return nil, err
@@ -103,14 +122,14 @@ func (p *pump) add(client, server net.Conn, writeTimeout time.Duration) (<-chan 
 	}
 	client.Close()
 	server.Close()
-	s := &pumpSession{client: cfd, server: sfd, writeTimeout: writeTimeout, result: make(chan bool, 1),
+	s := &pumpSession{client: cfd, server: sfd, writeTimeout: writeTimeout, track: track, result: make(chan pumpResult, 1),
 		toServer: pumpDir{buf: make([]byte, 32*1024)}, toClient: pumpDir{buf: make([]byte, 32*1024)}}
 	p.mu.Lock()
 	if p.stop {
 		p.mu.Unlock()
 		unix.Close(cfd)
 		unix.Close(sfd)
-		s.result <- false
+		s.result <- pumpResult{server: -1}
 		return s.result, nil
 	}
 	p.socks[int32(cfd)], p.socks[int32(sfd)] = s, s
@@ -183,7 +202,7 @@ func (p *pump) run() {
 	}
 	p.mu.Unlock()
 	for s := range all {
-		p.end(s, false)
+		p.end(s, endStop)
 	}
 	unix.Close(p.wake)
 	unix.Close(p.epfd)
@@ -202,7 +221,7 @@ func (p *pump) sweep(now time.Time) {
 	for _, s := range stalled {
 		// Reset, do not linger: what the client did not read is thrown away.
 		unix.SetsockoptLinger(s.client, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
-		p.end(s, true)
+		p.end(s, endStalled)
 	}
 }
 
@@ -225,9 +244,17 @@ func (p *pump) serve(s *pumpSession, fd int, events uint32) {
 		unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, src, nil)
 		return
 	}
-	if events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 && !dir.pending() {
+	if events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 && !dir.pending() && !dir.eof {
 		p.move(s, src, dst, dir)
 	}
+}
+
+// causeAt says how a session ended when fd, one of its sockets, failed or closed.
+func causeAt(s *pumpSession, fd int) endCause {
+	if fd == s.client {
+		return endClient
+	}
+	return endServer
 }
 
 // move reads what src has and writes it to dst; what dst does not take waits, and
@@ -241,8 +268,19 @@ func (p *pump) move(s *pumpSession, src, dst int, d *pumpDir) {
 		case err == unix.EAGAIN:
 			return
 		case err != nil || n == 0:
-			p.end(s, false)
+			p.end(s, causeAt(s, src))
 			return
+		}
+		if s.track != nil {
+			if src == s.client {
+				if fwd := s.track.fromClient(d.buf[:n]); s.track.terminated {
+					// The Terminate stays here: write what came before it, then end.
+					n, d.eof = fwd, true
+					unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, src, nil)
+				}
+			} else {
+				s.track.fromServer(d.buf[:n])
+			}
 		}
 		d.off, d.n = 0, n
 		if !p.flush(s, d, dst) {
@@ -274,14 +312,15 @@ func (p *pump) flush(s *pumpSession, d *pumpDir, dst int) bool {
 			return true
 		}
 		if err != nil {
-			p.end(s, false)
+			p.end(s, causeAt(s, dst))
 			return false
 		}
 		d.off += n
 	}
 	d.off, d.n = 0, 0
 	if d.eof {
-		p.end(s, false)
+		// The source of these bytes has ended.
+		p.end(s, causeAt(s, otherSide(s, dst)))
 		return false
 	}
 	if wasPending {
@@ -309,9 +348,17 @@ func (p *pump) watch(s *pumpSession) {
 	}
 }
 
-// end removes the session, closes its sockets and reports how it ended. Only the
+func otherSide(s *pumpSession, fd int) int {
+	if fd == s.client {
+		return s.server
+	}
+	return s.client
+}
+
+// end removes the session, closes its sockets and reports how it ended; a server
+// session the client left idle stays open when the session is tracked. Only the
 // loop calls it; a session ends once.
-func (p *pump) end(s *pumpSession, stalled bool) {
+func (p *pump) end(s *pumpSession, cause endCause) {
 	p.mu.Lock()
 	_, live := p.socks[int32(s.client)]
 	delete(p.socks, int32(s.client))
@@ -323,8 +370,21 @@ func (p *pump) end(s *pumpSession, stalled bool) {
 	unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, s.client, nil)
 	unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, s.server, nil)
 	unix.Close(s.client)
-	unix.Close(s.server)
-	s.result <- stalled
+	r := pumpResult{stalled: cause == endStalled, server: -1}
+	if cause == endClient && s.track != nil && !s.toServer.pending() && s.track.idle() {
+		r.server = s.server
+	} else {
+		unix.Close(s.server)
+	}
+	s.result <- r
+}
+
+// fdConn makes a Go connection of a socket the pump handed back, taking ownership
+// of fd.
+func fdConn(fd int) (net.Conn, error) {
+	f := os.NewFile(uintptr(fd), "server")
+	defer f.Close() // FileConn works on a duplicate
+	return net.FileConn(f)
 }
 
 func (p *pump) wait(events []unix.EpollEvent) (int, error) {

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"runtime"
 	"sync"
@@ -22,8 +23,16 @@ import (
 type Lease interface {
 	// Dial connects to the branch's server.
 	Dial(ctx context.Context) (net.Conn, error)
-	// Release ends the session; called exactly once.
+	// TakeIdle returns an idle server session parked on the branch with the given
+	// startup key (one that ReleaseIdle parked, or that the engine opened ahead with
+	// OpenIdle), or nil.
+	TakeIdle(key string) io.Closer
+	// Release ends the session; Release or ReleaseIdle is called exactly once.
 	Release()
+	// ReleaseIdle ends the session and parks its reset, idle server session on the
+	// branch for the next client with the same key; the branch closes it instead when
+	// it will not keep it.
+	ReleaseIdle(key string, c io.Closer)
 }
 
 // Branches finds or creates the branch a route names and leases it for one session,
@@ -69,6 +78,10 @@ type Config struct {
 	// FailedLogins is how many failed logins an address may make per minute before it
 	// is refused (default 20; negative: no limit).
 	FailedLogins int
+	// Reuse keeps server sessions that clients leave idle, resets them and hands them
+	// to the next client with the same startup parameters instead of starting a new
+	// backend (PgBouncer's session pooling).
+	Reuse bool
 	// GoroutineRelay relays every session with two goroutines instead of handing
 	// plaintext sessions to the epoll pumps (for comparison and debugging).
 	GoroutineRelay bool
@@ -77,6 +90,9 @@ type Config struct {
 // Stats are the proxy's connection counters.
 type Stats struct {
 	Accepted, Active, Refused, Cancels atomic.Int64
+	// ServersOpened counts server sessions started for clients; ServersReused,
+	// sessions handed out again after a reset (or opened ahead by the engine).
+	ServersOpened, ServersReused atomic.Int64
 }
 
 // Server accepts Postgres clients and relays them to branches.

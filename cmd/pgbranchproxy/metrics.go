@@ -26,6 +26,10 @@ func newMetricsHandler(m *branches.Metrics, st *proxy.Stats) http.Handler {
 			func() float64 { return float64(st.Refused.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pgbranch_proxy_cancel_requests_total", Help: "Cancel requests received."},
 			func() float64 { return float64(st.Cancels.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pgbranch_proxy_server_sessions_opened_total", Help: "Server sessions started for clients (a backend fork each)."},
+			func() float64 { return float64(st.ServersOpened.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pgbranch_proxy_server_sessions_reused_total", Help: "Clients served by a parked server session, without a fork."},
+			func() float64 { return float64(st.ServersReused.Load()) }),
 	)
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }

@@ -58,6 +58,7 @@ type serveFlags struct {
 	adminToken     string
 	failedLogins   int
 	relay          string
+	reuseFlags
 }
 
 func newServe(g *globalFlags) *cobra.Command {
@@ -84,6 +85,7 @@ func newServe(g *globalFlags) *cobra.Command {
 	fl.DurationVar(&f.writeTimeout, "client-write-timeout", time.Minute, "cut off a client that does not read its results for this long")
 	fl.StringVar(&f.adminListen, "admin-listen", "", "also serve the admin API on this TCP address (needs --admin-token)")
 	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token for --admin-listen (or PGBRANCH_ADMIN_TOKEN)")
+	f.reuseFlags.register(fl)
 	fl.StringVar(&f.relay, "relay", "pump", "how plaintext sessions are relayed after login: pump (an epoll loop) or goroutine (two goroutines a session; TLS sessions always use these)")
 	fl.IntVar(&f.failedLogins, "max-failed-logins", 20, "failed logins per minute from one address before it is refused (negative: no limit)")
 	fl.StringVar(&f.pgBin, "pg-bin", "", "directory of the PostgreSQL server binaries (default: pg_config's, else /usr/lib/postgresql/<major>/bin)")
@@ -143,6 +145,9 @@ func serve(g *globalFlags, f *serveFlags) error {
 		}
 	default:
 		return fmt.Errorf("--auth must be scram-sha-256, md5 or trust, not %q", f.auth)
+	}
+	if err := f.reuseFlags.validate(); err != nil {
+		return err
 	}
 	if f.relay != "pump" && f.relay != "goroutine" {
 		return fmt.Errorf("--relay must be pump or goroutine, not %q", f.relay)
@@ -223,6 +228,9 @@ func serve(g *globalFlags, f *serveFlags) error {
 		Metrics:       metrics,
 		MaxSessions:   f.maxSessions,
 		MaxCreating:   f.maxCreating,
+
+		MaxIdleServers:    f.idleServers(),
+		ServerIdleTimeout: f.serverIdleTimeout,
 	}, log.Named("branches"))
 	if err != nil {
 		return err
@@ -238,6 +246,7 @@ func serve(g *globalFlags, f *serveFlags) error {
 		WriteTimeout:   f.writeTimeout,
 		FailedLogins:   f.failedLogins,
 		GoroutineRelay: f.relay == "goroutine",
+		Reuse:          f.idleServers() > 0,
 	}, branchesAdapter{mgr}, log.Named("proxy"))
 	if err != nil {
 		mgr.Close(context.Background())

@@ -1,0 +1,174 @@
+package branches
+
+import (
+	"io"
+	"time"
+)
+
+// Idle server sessions. The session layer (the proxy) resets a server session that
+// a client left idle and parks it on its branch, keyed by the startup parameters
+// that shaped it; the next client with the same key takes it instead of starting a
+// backend. The engine does not speak the protocol: it only keeps, counts, expires
+// and closes what it is given. Parked sessions are not sessions of the branch: the
+// reaper's decisions see clients only, and every operation that stops, resets,
+// forks or destroys a branch closes its parked sessions first.
+
+// parkedConn is one parked server session.
+type parkedConn struct {
+	c     io.Closer
+	since time.Time
+}
+
+// TakeIdle returns a server session parked on the lease's branch under key, the most
+// recently parked first, or nil. The caller checks that it is still alive.
+func (l *Lease) TakeIdle(key string) io.Closer {
+	m := l.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.wantKeyLocked(l.b.rec.Source, key)
+	list := l.b.idle[key]
+	if len(list) == 0 {
+		return nil
+	}
+	p := list[len(list)-1]
+	if len(list) == 1 {
+		delete(l.b.idle, key)
+	} else {
+		l.b.idle[key] = list[:len(list)-1]
+	}
+	l.b.idleCount--
+	return p.c
+}
+
+// ReleaseIdle ends the session, like Release, and parks c under key on the branch
+// when the branch keeps running and has room; otherwise c is closed.
+func (l *Lease) ReleaseIdle(key string, c io.Closer) {
+	m := l.m
+	m.mu.Lock()
+	b := l.b
+	keep := !m.closed && m.cfg.MaxIdleServers > 0 && b.inst != nil && b.op == nil && !b.overQuota &&
+		!(b.rec.Ephemeral && b.sessions == 1)
+	var evicted io.Closer
+	if keep {
+		if b.idleCount >= m.cfg.MaxIdleServers {
+			evicted = b.popOldestIdleLocked()
+		}
+		if b.idle == nil {
+			b.idle = map[string][]parkedConn{}
+		}
+		b.idle[key] = append(b.idle[key], parkedConn{c: c, since: m.now()})
+		b.idleCount++
+	}
+	m.mu.Unlock()
+	if !keep {
+		c.Close()
+	}
+	if evicted != nil {
+		evicted.Close()
+	}
+	l.Release()
+}
+
+// popOldestIdleLocked removes the longest-parked session. m.mu is held.
+func (b *branch) popOldestIdleLocked() io.Closer {
+	var oldKey string
+	var oldest time.Time
+	for k, list := range b.idle {
+		if t := list[0].since; oldKey == "" || t.Before(oldest) {
+			oldKey, oldest = k, t
+		}
+	}
+	if oldKey == "" {
+		return nil
+	}
+	list := b.idle[oldKey]
+	c := list[0].c
+	if len(list) == 1 {
+		delete(b.idle, oldKey)
+	} else {
+		b.idle[oldKey] = list[1:]
+	}
+	b.idleCount--
+	return c
+}
+
+// takeAllIdleLocked removes every session parked on b, for the caller to close
+// once m.mu is released.
+func (b *branch) takeAllIdleLocked() []io.Closer {
+	var all []io.Closer
+	for _, list := range b.idle {
+		for _, p := range list {
+			all = append(all, p.c)
+		}
+	}
+	b.idle, b.idleCount = nil, 0
+	return all
+}
+
+// takeExpiredIdleLocked removes the sessions parked on b since before cutoff.
+func (b *branch) takeExpiredIdleLocked(cutoff time.Time) []io.Closer {
+	var out []io.Closer
+	for k, list := range b.idle {
+		i := 0
+		for i < len(list) && list[i].since.Before(cutoff) {
+			out = append(out, list[i].c)
+			i++
+		}
+		switch {
+		case i == len(list):
+			delete(b.idle, k)
+		case i > 0:
+			b.idle[k] = list[i:]
+		}
+		b.idleCount -= i
+	}
+	return out
+}
+
+// closeIdle closes every server session parked on b. Operations that stop, reset,
+// fork or destroy a branch call it first, so parked sessions never delay them.
+func (m *Manager) closeIdle(b *branch) {
+	m.mu.Lock()
+	all := b.takeAllIdleLocked()
+	m.mu.Unlock()
+	closeAll(all)
+}
+
+// expireIdle closes parked sessions older than Config.ServerIdleTimeout.
+func (m *Manager) expireIdle() {
+	if m.cfg.ServerIdleTimeout <= 0 {
+		return
+	}
+	cutoff := m.now().Add(-m.cfg.ServerIdleTimeout)
+	var all []io.Closer
+	m.mu.Lock()
+	for _, b := range m.branches {
+		all = append(all, b.takeExpiredIdleLocked(cutoff)...)
+	}
+	m.mu.Unlock()
+	closeAll(all)
+}
+
+func closeAll(cs []io.Closer) {
+	for _, c := range cs {
+		c.Close()
+	}
+}
+
+// wantKeyLocked counts a startup key that a client of source used, so that pooled
+// branches can open server sessions ahead for the keys used most. m.mu is held.
+func (m *Manager) wantKeyLocked(source, key string) {
+	s := m.sources[source]
+	if s == nil {
+		return
+	}
+	if s.keys == nil {
+		s.keys = map[string]int{}
+	}
+	if _, ok := s.keys[key]; ok || len(s.keys) < maxTrackedKeys {
+		s.keys[key]++
+	}
+}
+
+// maxTrackedKeys bounds the startup keys remembered per source.
+const maxTrackedKeys = 64

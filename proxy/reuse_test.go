@@ -1,0 +1,146 @@
+package proxy_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pgbranchproxy/pgbranchproxy/proxy"
+)
+
+// queriesSeen drains the fake server's query log.
+func queriesSeen(fs *fakeServer) []string {
+	var q []string
+	for {
+		select {
+		case s := <-fs.queries:
+			q = append(q, s)
+		default:
+			return q
+		}
+	}
+}
+
+func closeConn(t *testing.T, conn *pgconn.PgConn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	if err := conn.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// relays runs a test with each relay: the epoll pump and the goroutine pair.
+func relays(t *testing.T, fn func(t *testing.T, goroutine bool)) {
+	for _, g := range []bool{false, true} {
+		name := "pump"
+		if g {
+			name = "goroutines"
+		}
+		t.Run(name, func(t *testing.T) { t.Parallel(); fn(t, g) })
+	}
+}
+
+func reuseConfig(goroutine bool) proxy.Config {
+	cfg := defaultConfig()
+	cfg.Reuse, cfg.GoroutineRelay = true, goroutine
+	return cfg
+}
+
+// TestReuseIdleServerSession: a client that leaves its session idle has its server
+// session reset and parked, and the next client with the same parameters gets it:
+// no new startup at the server, the same backend PID, a new cancel secret, and the
+// server never saw the first client's Terminate.
+func TestReuseIdleServerSession(t *testing.T) {
+	relays(t, func(t *testing.T, goroutine bool) {
+		p, fb, fs := setup(t, reuseConfig(goroutine), scriptOK, nil)
+		first := p.mustConnect(t, "dbname=app@feat application_name=one")
+		recv(t, fs.startups, "startup at the branch server")
+		query(t, first)
+		pid, secret := first.PID(), append([]byte(nil), first.SecretKey()...)
+		closeConn(t, first)
+		fb.lease(t, 0).waitReleased(t)
+		if fb.parks.Load() != 1 || fb.parked() != 1 {
+			t.Fatalf("parked %d (ReleaseIdle %d), want the idle server session parked", fb.parked(), fb.parks.Load())
+		}
+		if q := queriesSeen(fs); len(q) != 2 || q[1] != "DISCARD ALL" {
+			t.Fatalf("server saw %q, want the client's query then DISCARD ALL", q)
+		}
+		if n := fs.ended.Load(); n != 0 {
+			t.Fatalf("%d server sessions ended; the parked one must stay open", n)
+		}
+
+		second := p.mustConnect(t, "dbname=app@feat application_name=two")
+		noneYet(t, fs.startups, "startup for a client that could reuse a parked session")
+		if second.PID() != pid {
+			t.Errorf("second client told pid %d, want the reused backend's %d", second.PID(), pid)
+		}
+		if string(second.SecretKey()) == string(secret) {
+			t.Error("second client got the first client's cancel secret")
+		}
+		if v := second.ParameterStatus("application_name"); v != "two" {
+			t.Errorf("application_name = %q, want two", v)
+		}
+		if v := second.ParameterStatus("server_version"); v != "15.0" {
+			t.Errorf("server_version = %q, want the start-up's 15.0", v)
+		}
+		if q := queriesSeen(fs); len(q) != 1 || q[0] != "SET application_name = 'two'" {
+			t.Fatalf("server saw %q, want the application_name applied with SET", q)
+		}
+		query(t, second)
+		p.sendCancel(t, pid, secret) // the first client's key died with its session
+		noneYet(t, fs.cancels, "cancel with a key of an ended session")
+	})
+}
+
+// TestNoReuseOutsideIdle: sessions that end inside a transaction, or with a query
+// unanswered, or whose parameters differ, never share a server session.
+func TestNoReuseOutsideIdle(t *testing.T) {
+	relays(t, func(t *testing.T, goroutine bool) {
+		p, fb, fs := setup(t, reuseConfig(goroutine), scriptOK, nil)
+		conn := p.mustConnect(t, "dbname=app@feat")
+		ctx, cancel := context.WithTimeout(context.Background(), within)
+		defer cancel()
+		if _, err := conn.Exec(ctx, "begin").ReadAll(); err != nil {
+			t.Fatal(err)
+		}
+		closeConn(t, conn)
+		fb.lease(t, 0).waitReleased(t)
+		if fb.parks.Load() != 0 {
+			t.Fatal("a session left in a transaction was parked")
+		}
+		for _, q := range queriesSeen(fs) {
+			if q == "DISCARD ALL" {
+				t.Fatal("a session left in a transaction was reset for reuse")
+			}
+		}
+
+		conn = p.mustConnect(t, "dbname=app@feat")
+		closeConn(t, conn)
+		fb.lease(t, 1).waitReleased(t)
+		conn = p.mustConnect(t, "dbname=app@feat options='-c work_mem=1MB'")
+		recv(t, fs.startups, "startup")
+		recv(t, fs.startups, "startup")
+		recv(t, fs.startups, "startup for other parameters")
+		closeConn(t, conn)
+	})
+}
+
+// TestReuseOff: without Reuse the client's Terminate reaches the server and nothing
+// is parked.
+func TestReuseOff(t *testing.T) {
+	p, fb, fs := setup(t, defaultConfig(), scriptOK, nil)
+	conn := p.mustConnect(t, "dbname=app@feat")
+	query(t, conn)
+	closeConn(t, conn)
+	fb.lease(t, 0).waitReleased(t)
+	if fb.parks.Load() != 0 {
+		t.Fatal("parked with reuse off")
+	}
+	for deadline := time.Now().Add(within); fs.ended.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the server session did not end with its client")
+		}
+	}
+}

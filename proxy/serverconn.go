@@ -1,0 +1,272 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+	"golang.org/x/sys/unix"
+)
+
+// serverConn is a started session on a branch server: its connection, the backend's
+// own cancel key, and what its start-up told the client, so that a later client with
+// the same startup key can be handed the same session and see what a fresh start
+// would have shown it.
+type serverConn struct {
+	net.Conn
+	key     string
+	pid     uint32
+	secret  []byte // the backend's own secret, used only to forward cancels
+	status  []byte // the ParameterStatus messages of its start-up, application_name left out
+	appName string // application_name as of start-up: what a reset returns it to
+	extra   []byte // messages of the first start-up to pass on once (notices)
+	parked  time.Time
+}
+
+// startupKey is the part of a client's startup parameters that shapes a server
+// session: every parameter but application_name, which is applied with SET.
+func startupKey(params map[string]string) string {
+	keys := make([]string, 0, len(params))
+	for k := range params {
+		if k != "application_name" {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k)
+		b.WriteByte(0)
+		b.WriteString(params[k])
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// OpenIdle starts a server session ahead of any client, for the startup key that
+// KeyOf gives, so that an engine can keep it idle for the first client with that key.
+// The returned value is what Lease.TakeIdle later hands back to the proxy.
+func OpenIdle(ctx context.Context, dial func(context.Context) (net.Conn, error), key string) (io.Closer, error) {
+	params := map[string]string{}
+	parts := strings.Split(key, "\x00")
+	for i := 0; i+1 < len(parts); i += 2 {
+		params[parts[i]] = parts[i+1]
+	}
+	sc, err := dialServer(ctx, dial, params)
+	if err != nil {
+		return nil, err
+	}
+	sc.extra = nil
+	sc.parked = time.Now()
+	return sc, nil
+}
+
+// backendError is an ErrorResponse a branch server sent instead of starting the
+// session. The client gets it as it was sent.
+type backendError struct {
+	msg  []byte // the whole ErrorResponse message
+	code string
+	text string
+}
+
+func (e *backendError) Error() string {
+	return fmt.Sprintf("branch server refused the session: %s %s", e.code, e.text)
+}
+
+func newBackendError(msg []byte) *backendError {
+	e := &backendError{msg: msg}
+	var er pgproto3.ErrorResponse
+	if er.Decode(msg[5:]) == nil {
+		e.code, e.text = er.Code, er.Message
+	}
+	return e
+}
+
+// openServer starts a session on conn with the given startup parameters, in protocol
+// 3.0, and reads the server's start-up messages up to ReadyForQuery. On failure conn
+// is closed. An ErrorResponse comes back as a *backendError.
+func openServer(conn net.Conn, params map[string]string) (*serverConn, error) {
+	sc, err := startSession(conn, params)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return sc, nil
+}
+
+func startSession(conn net.Conn, params map[string]string) (*serverConn, error) {
+	startup, err := (&pgproto3.StartupMessage{ProtocolVersion: protocolV3, Parameters: params}).Encode(nil)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Write(startup); err != nil {
+		return nil, fmt.Errorf("write to branch server: %w", err)
+	}
+	sc := &serverConn{Conn: conn, key: startupKey(params)}
+	br := bufio.NewReaderSize(conn, 4096)
+	for {
+		typ, msg, err := readMessage(br, maxBackendStartupMessage)
+		if err != nil {
+			return nil, fmt.Errorf("read from branch server: %w", err)
+		}
+		switch typ {
+		case 'R':
+			if len(msg) >= 9 && binary.BigEndian.Uint32(msg[5:9]) == 0 {
+				continue // AuthenticationOk
+			}
+			return nil, errBackendAuth
+		case 'v':
+			continue // the proxy negotiates with the client itself
+		case 'K':
+			var kd pgproto3.BackendKeyData
+			if err := kd.Decode(msg[5:]); err != nil {
+				return nil, fmt.Errorf("%w: branch server's key data: %v", errProtocol, err)
+			}
+			sc.pid, sc.secret = kd.ProcessID, kd.SecretKey
+		case 'S':
+			var ps pgproto3.ParameterStatus
+			if err := ps.Decode(msg[5:]); err != nil {
+				return nil, fmt.Errorf("%w: branch server's parameter status: %v", errProtocol, err)
+			}
+			if ps.Name == "application_name" {
+				sc.appName = ps.Value
+				continue
+			}
+			sc.status = append(sc.status, msg...)
+		case 'E':
+			return nil, newBackendError(msg)
+		case 'Z':
+			if n := br.Buffered(); n > 0 {
+				// A server sends nothing unasked after its first ReadyForQuery;
+				// whatever it did must not be lost.
+				rest, _ := br.Peek(n)
+				sc.extra = append(sc.extra, rest...)
+			}
+			if sc.pid == 0 {
+				return nil, fmt.Errorf("%w: branch server sent no key data", errProtocol)
+			}
+			return sc, nil
+		default:
+			sc.extra = append(sc.extra, msg...) // NoticeResponse
+		}
+	}
+}
+
+// greeting is what the client gets once the session is ready: AuthenticationOk, the
+// server's ParameterStatus messages with the client's application_name, the key the
+// proxy issued, and ReadyForQuery.
+func (sc *serverConn) greeting(appName string, pid uint32, secret []byte) []byte {
+	out, _ := (&pgproto3.AuthenticationOk{}).Encode(nil)
+	out = append(out, sc.status...)
+	out, _ = (&pgproto3.ParameterStatus{Name: "application_name", Value: appName}).Encode(out)
+	out = append(out, sc.extra...)
+	sc.extra = nil
+	out, _ = (&pgproto3.BackendKeyData{ProcessID: pid, SecretKey: secret}).Encode(out)
+	out, _ = (&pgproto3.ReadyForQuery{TxStatus: 'I'}).Encode(out)
+	return out
+}
+
+// errResetFailed: a server session did not come back idle from its reset.
+var errResetFailed = errors.New("server session did not reset cleanly")
+
+// exec runs one simple query and reads to its ReadyForQuery, which must say 'I',
+// with no ErrorResponse on the way. Everything else the server sends is dropped.
+func (sc *serverConn) exec(sql string, timeout time.Duration) error {
+	sc.SetDeadline(time.Now().Add(timeout))
+	defer sc.SetDeadline(time.Time{})
+	q, _ := (&pgproto3.Query{String: sql}).Encode(nil)
+	if _, err := sc.Write(q); err != nil {
+		return err
+	}
+	br := bufio.NewReaderSize(sc.Conn, 512)
+	failed := false
+	for {
+		typ, msg, err := readMessage(br, maxBackendStartupMessage)
+		if err != nil {
+			return err
+		}
+		switch typ {
+		case 'E':
+			failed = true
+		case 'Z':
+			if failed || msg[5] != 'I' || br.Buffered() > 0 {
+				return fmt.Errorf("%w: %s", errResetFailed, sql)
+			}
+			return nil
+		}
+	}
+}
+
+// resetQuery returns a session to the state a fresh start would leave it in.
+// DISCARD ALL closes cursors, resets the session's role and settings, drops
+// prepared statements (protocol-level ones too), listens, advisory locks, temporary
+// tables, cached plans and sequence state.
+const resetQuery = "DISCARD ALL"
+
+// reset runs the reset query. The session must be idle outside a transaction.
+func (sc *serverConn) reset(timeout time.Duration) error {
+	return sc.exec(resetQuery, timeout)
+}
+
+// setAppName applies a client's application_name to a reused session.
+func (sc *serverConn) setAppName(name string, timeout time.Duration) error {
+	return sc.exec("SET application_name = "+quoteLiteral(name), timeout)
+}
+
+// quoteLiteral quotes s as an SQL string literal whatever standard_conforming_strings
+// says, as Postgres's quote_literal does.
+func quoteLiteral(s string) string {
+	q := "'" + strings.ReplaceAll(s, "'", "''") + "'"
+	if strings.Contains(s, `\`) {
+		q = "E" + strings.ReplaceAll(q, `\`, `\\`)
+	}
+	return q
+}
+
+// alive reports whether a parked session can be handed out: its server has sent
+// nothing (a terminated backend sends an ErrorResponse and closes) and its socket
+// is open. It never blocks.
+func (sc *serverConn) alive() bool {
+	c, ok := sc.Conn.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return false
+	}
+	live := false
+	err = raw.Read(func(fd uintptr) bool {
+		var one [1]byte
+		_, _, rerr := unix.Recvfrom(int(fd), one[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		live = rerr == unix.EAGAIN
+		return true
+	})
+	return err == nil && live
+}
+
+// dialServer dials the branch server and starts a session for params.
+func dialServer(ctx context.Context, dial func(context.Context) (net.Conn, error), params map[string]string) (*serverConn, error) {
+	conn, err := dial(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("dial branch server: %w", err)
+	}
+	if d, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(d)
+	}
+	sc, err := openServer(conn, params)
+	if err != nil {
+		return nil, err
+	}
+	conn.SetDeadline(time.Time{})
+	return sc, nil
+}

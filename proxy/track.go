@@ -1,0 +1,132 @@
+package proxy
+
+import "encoding/binary"
+
+// frames follows the message boundaries of one direction of a relayed session
+// without buffering it: it sees every byte once, in order, in chunks of any size.
+// The zero value is at a boundary, before the first message.
+type frames struct {
+	hdr    [5]byte
+	hdrN   int   // bytes of the current message's header seen so far
+	remain int64 // body bytes of the current message still to come
+	broken bool  // a length below 4 was seen: the stream is not Postgres protocol
+}
+
+// atBoundary reports whether the next byte starts a message.
+func (f *frames) atBoundary() bool { return f.hdrN == 0 && f.remain == 0 && !f.broken }
+
+// scan walks b. For each message whose header completes in b it calls onMsg with
+// the message type and the offset in b of the header's first byte (negative when
+// the header began in an earlier chunk); the first body byte, if it is in b, is
+// b[bodyAt]. onMsg returns false to stop the scan there. scan returns how many
+// bytes it consumed.
+func (f *frames) scan(b []byte, onMsg func(typ byte, start, bodyAt int) bool) int {
+	i := 0
+	for i < len(b) && !f.broken {
+		if f.remain > 0 {
+			n := int64(len(b) - i)
+			if n > f.remain {
+				n = f.remain
+			}
+			f.remain -= n
+			i += int(n)
+			continue
+		}
+		start := i - f.hdrN
+		for f.hdrN < 5 && i < len(b) {
+			f.hdr[f.hdrN] = b[i]
+			f.hdrN++
+			i++
+		}
+		if f.hdrN < 5 {
+			return i
+		}
+		n := binary.BigEndian.Uint32(f.hdr[1:])
+		if n < 4 {
+			f.broken = true
+			return i
+		}
+		f.hdrN, f.remain = 0, int64(n)-4
+		if !onMsg(f.hdr[0], start, i) {
+			return i
+		}
+	}
+	return i
+}
+
+// sessionTrack follows a relayed session's protocol state closely enough to tell,
+// when it ends, whether its server connection is idle and can be reset and reused:
+// every query and sync the client sent has had its ReadyForQuery, the last one said
+// 'I' (no transaction), both streams are at a message boundary, and nothing the
+// client sent after its last sync is still unanswered. It also finds the client's
+// Terminate, which must not reach a server connection that will be reused.
+//
+// The client half and the server half are each used by one goroutine at a time;
+// idle reads both and must only be called once neither is in use.
+type sessionTrack struct {
+	client, server frames
+
+	syncs      int64 // Query, Sync and FunctionCall messages the client sent
+	unsynced   bool  // the client sent messages after its last sync point
+	terminated bool  // the client sent Terminate
+
+	readies  int64 // ReadyForQuery messages the server sent
+	status   byte  // the status byte of the last ReadyForQuery
+	wantStat bool  // the last message seen was ReadyForQuery and its status byte is still to come
+}
+
+// fromClient notes what the client sent. It returns how many bytes of b to forward
+// to the server: all of them, or those before a Terminate message, which ends the
+// session (terminated is then set).
+func (t *sessionTrack) fromClient(b []byte) int {
+	if t.terminated {
+		return 0
+	}
+	fwd := len(b)
+	t.client.scan(b, func(typ byte, start, _ int) bool {
+		switch typ {
+		case 'X':
+			t.terminated = true
+			fwd = max(start, 0)
+			if start < 0 {
+				// Part of the Terminate went out with an earlier chunk: the server
+				// holds half a message, and the connection cannot be reused.
+				t.unsynced = true
+			}
+			return false
+		case 'Q', 'S', 'F':
+			t.syncs++
+			t.unsynced = false
+		default:
+			t.unsynced = true
+		}
+		return true
+	})
+	return fwd
+}
+
+// fromServer notes what the server sent.
+func (t *sessionTrack) fromServer(b []byte) {
+	if t.wantStat && len(b) > 0 {
+		t.status, t.wantStat = b[0], false
+	}
+	t.server.scan(b, func(typ byte, _, bodyAt int) bool {
+		if typ != 'Z' {
+			return true
+		}
+		t.readies++
+		if bodyAt < len(b) {
+			t.status = b[bodyAt]
+		} else {
+			t.wantStat = true
+		}
+		return true
+	})
+}
+
+// idle reports whether the server connection is idle outside a transaction, with
+// nothing in flight in either direction, so that it may be reset and reused.
+func (t *sessionTrack) idle() bool {
+	return t.client.atBoundary() && t.server.atBoundary() && !t.wantStat &&
+		!t.unsynced && t.syncs == t.readies && (t.status == 'I' || t.status == 0)
+}
