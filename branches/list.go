@@ -8,23 +8,25 @@ import (
 
 // Info describes one branch, as `branch ls --json` prints it.
 type Info struct {
-	Name       string     `json:"name"`
-	Source     string     `json:"source"`
-	State      string     `json:"state"`
-	CowMode    string     `json:"cow_mode"`
-	OwnedBytes int64      `json:"owned_bytes"`
-	Sessions   int        `json:"sessions"`
-	Parent     string     `json:"parent,omitempty"`
-	Ephemeral  bool       `json:"ephemeral"`
-	TTL        string     `json:"ttl,omitempty"`
-	Quota      int64      `json:"quota,omitempty"`
-	OverQuota  bool       `json:"over_quota,omitempty"`
-	PID        int        `json:"pid,omitempty"`
-	CreateMS   int64      `json:"create_ms"`
-	Error      string     `json:"error,omitempty"`
-	CreatedAt  time.Time  `json:"created_at"`
-	LastUsedAt time.Time  `json:"last_used_at"`
-	ExpiresAt  *time.Time `json:"expires_at"`
+	Name       string `json:"name"`
+	Source     string `json:"source"`
+	State      string `json:"state"`
+	CowMode    string `json:"cow_mode"`
+	OwnedBytes int64  `json:"owned_bytes"`
+	Sessions   int    `json:"sessions"`
+	// IdleServers counts server sessions parked for reuse; they are not sessions.
+	IdleServers int        `json:"idle_servers"`
+	Parent      string     `json:"parent,omitempty"`
+	Ephemeral   bool       `json:"ephemeral"`
+	TTL         string     `json:"ttl,omitempty"`
+	Quota       int64      `json:"quota,omitempty"`
+	OverQuota   bool       `json:"over_quota,omitempty"`
+	PID         int        `json:"pid,omitempty"`
+	CreateMS    int64      `json:"create_ms"`
+	Error       string     `json:"error,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	LastUsedAt  time.Time  `json:"last_used_at"`
+	ExpiresAt   *time.Time `json:"expires_at"`
 }
 
 // List describes every branch, by source and name. Owned bytes are measured now.
@@ -35,7 +37,7 @@ func (m *Manager) List() []Info {
 	for _, b := range m.branches {
 		r := b.rec
 		info := Info{Name: r.Name, Source: r.Source, State: string(r.State), CowMode: r.CowMode, OwnedBytes: r.OwnedBytes,
-			Sessions: b.sessions, Parent: r.Parent, Ephemeral: r.Ephemeral, PID: r.PID, CreateMS: r.CreateMS,
+			Sessions: b.sessions, IdleServers: b.idleCount, Parent: r.Parent, Ephemeral: r.Ephemeral, PID: r.PID, CreateMS: r.CreateMS,
 			Error: r.Error, CreatedAt: r.CreatedAt, LastUsedAt: r.LastUsedAt, OverQuota: b.overQuota}
 		info.Quota = r.Quota
 		if info.Quota == 0 {
