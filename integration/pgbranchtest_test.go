@@ -1,0 +1,90 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TestPgbranchtestSuite runs the pgbranchtest suite (30 parallel tests in two
+// packages, one go test run) against a real server, then a deliberately failing
+// test, and checks what it leaves behind.
+func TestPgbranchtestSuite(t *testing.T) {
+	admin := freeAddr(t)
+	const token = "suite-token-0123456789abcdef"
+	s := startServer(t, newStateDir(t), "--admin-listen", admin, "--admin-token", token)
+	s.seedSQL("app", "SELECT 1;")
+	runs := filepath.Join(t.TempDir(), "runs")
+	goTest := func(pkgs ...string) (string, error) {
+		cmd := exec.Command("go", append([]string{"test", "-count=1", "-p", "2"}, pkgs...)...)
+		cmd.Dir = ".."
+		cmd.Env = append(os.Environ(), "PGBRANCH_URL=postgres://postgres@"+s.addr+"/app?sslmode=disable",
+			"PGBRANCH_ADMIN_URL=http://"+admin, "PGBRANCH_ADMIN_TOKEN="+token, "PGBRANCHTEST_RUNS="+runs)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := goTest("./pgbranchtest/testdata/suite/a", "./pgbranchtest/testdata/suite/b")
+	if err != nil {
+		t.Fatalf("suite: %v\n%s\nserver log:\n%s", err, out, s.logs())
+	}
+	migrations := func() int {
+		b, _ := os.ReadFile(runs)
+		return strings.Count(string(b), "\n")
+	}
+	if n := migrations(); n != 1 {
+		t.Errorf("migrations ran %d times, want once", n)
+	}
+	waitNoBranches := func() map[string]branchInfo {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			left := s.branches()
+			if len(left) == 0 || time.Now().After(deadline) {
+				return left
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if left := waitNoBranches(); len(left) != 0 {
+		t.Errorf("branches left after a passing suite: %v", left)
+	}
+	if got := s.mustCLI("source", "ls"); strings.Count(got, "pgbt-") != 1 {
+		t.Errorf("want one template source:\n%s", got)
+	}
+
+	// A failing test keeps its branch for an hour and logs how to reach it.
+	out, err = goTest("./pgbranchtest/testdata/suite/fail")
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("failing test: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`kept branch (testfails-[a-z0-9]{6}) of the failed test for 1h0m0s after its last session: (\S+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no kept branch in the output:\n%s", out)
+	}
+	time.Sleep(2 * time.Second) // an ephemeral branch would be gone by now
+	left := s.branches()
+	if b, ok := left[m[1]]; len(left) != 1 || !ok || b.Ephemeral || b.TTL != "1h0m0s" {
+		t.Fatalf("after the failing test: %+v", left)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, m[2])
+	if err != nil {
+		t.Fatalf("logged URL %s: %v", m[2], err)
+	}
+	var emails string
+	err = conn.QueryRow(ctx, "SELECT string_agg(email, ',' ORDER BY id) FROM users").Scan(&emails)
+	conn.Close(ctx)
+	if err != nil || emails != "admin@example.com,left-for-debugging@example.com" {
+		t.Errorf("kept branch holds %q (%v)", emails, err)
+	}
+	if n := migrations(); n != 1 {
+		t.Errorf("migrations ran %d times over both runs, want once", n)
+	}
+	s.mustCLI("branch", "destroy", m[1])
+}

@@ -1,0 +1,162 @@
+package pgbranchtest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// templatePrefix starts the name of every template source (and of the branch it is
+// migrated in).
+const templatePrefix = "pgbt-"
+
+// MigrateFunc applies migrations to the database at url (a connection string for
+// the branch being migrated).
+type MigrateFunc func(ctx context.Context, url string) error
+
+// WithMigrations makes the test's branch from a template holding the migrations.
+// migrations is a directory of .sql files (run in name order, each in one
+// transaction) or a MigrateFunc (or a func(context.Context, string) error). The
+// migrations run once per hash, whatever the number of tests and test binaries; hash
+// "" for a directory is a hash of its files. Change the hash when the migrations
+// change.
+func WithMigrations(migrations any, hash string) Option {
+	return func(c *config) {
+		switch m := migrations.(type) {
+		case string:
+			c.migrate = SQLFiles(m)
+			if hash == "" {
+				hash = dirHash(m)
+			}
+		case MigrateFunc:
+			c.migrate = m
+		case func(context.Context, string) error:
+			c.migrate = m
+		default:
+			panic(fmt.Sprintf("pgbranchtest.WithMigrations: want a directory or a MigrateFunc, not %T", migrations))
+		}
+		if hash == "" {
+			panic("pgbranchtest.WithMigrations: a MigrateFunc needs a hash")
+		}
+		c.hash = hash
+	}
+}
+
+// templateName is the deterministic name of the template for these migrations of
+// database in source, the same in every test binary.
+func templateName(source, database, hash string) string {
+	sum := sha256.Sum256([]byte(source + "\x00" + database + "\x00" + hash))
+	return templatePrefix + hex.EncodeToString(sum[:8])
+}
+
+// ensureTemplate returns the template source for the migrations, creating it if no
+// one has. The catalog decides who migrates: creating the branch named after the
+// template succeeds for one caller, in whatever process; the others wait until the
+// template source exists (or the branch is gone, after a failed migration, and try
+// again).
+func ensureTemplate(ctx context.Context, admin *adminClient, base *url.URL, database, source string, migrate MigrateFunc, hash string) (string, error) {
+	name := templateName(source, database, hash)
+	for {
+		sources, err := admin.sources(ctx)
+		if err != nil {
+			return "", err
+		}
+		if slices.ContainsFunc(sources, func(s sourceInfo) bool { return s.Name == name }) {
+			return name, nil
+		}
+		// The migration branch outlives a test binary that dies while migrating by
+		// at most its TTL.
+		err = admin.call(ctx, http.MethodPost, "/v1/branches",
+			map[string]any{"name": name, "source": source, "ttl": 10 * time.Minute}, nil)
+		switch {
+		case err == nil:
+			return name, buildTemplate(ctx, admin, base, database, source, name, migrate)
+		case !isStatus(err, http.StatusConflict):
+			return "", fmt.Errorf("create migration branch %s: %w", name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("waiting for template %s, which another test binary is migrating in branch %s of source %s: %w"+
+				" (if that binary died, destroy the branch)", name, name, source, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// buildTemplate migrates the branch name and seeds the template source from it; the
+// branch is destroyed either way.
+func buildTemplate(ctx context.Context, admin *adminClient, base *url.URL, database, source, name string, migrate MigrateFunc) error {
+	defer admin.call(context.WithoutCancel(ctx), http.MethodDelete, branchPath(source, name), nil, nil)
+	if err := migrate(ctx, branchURL(base, database, name, source, false)); err != nil {
+		return fmt.Errorf("migrations (template %s): %w", name, err)
+	}
+	return admin.addSourceFromBranch(ctx, name, source+"/"+name)
+}
+
+// SQLFiles is a MigrateFunc that runs the .sql files of dir in name order, each
+// as one transaction. WithMigrations(dir, hash) uses it.
+func SQLFiles(dir string) MigrateFunc {
+	return func(ctx context.Context, url string) error {
+		files, err := sqlFiles(dir)
+		if err != nil {
+			return err
+		}
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		for _, f := range files {
+			sql, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			// One simple-protocol query: several statements, one implicit transaction.
+			if _, err := conn.Exec(ctx, string(sql)); err != nil {
+				return fmt.Errorf("%s: %w", filepath.Base(f), err)
+			}
+		}
+		return nil
+	}
+}
+
+func sqlFiles(dir string) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.sql"))
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no .sql files in %s", dir)
+	}
+	sort.Strings(files)
+	return files, nil
+}
+
+// dirHash hashes the names and contents of the .sql files of dir; "" when they
+// cannot be read (the migration then reports why).
+func dirHash(dir string) string {
+	files, err := sqlFiles(dir)
+	if err != nil {
+		return "unreadable:" + dir
+	}
+	h := sha256.New()
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "unreadable:" + dir
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", filepath.Base(f), len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

@@ -1,0 +1,2 @@
+CREATE TABLE users (id bigserial PRIMARY KEY, email text NOT NULL UNIQUE, created_at timestamptz NOT NULL DEFAULT now());
+INSERT INTO users (email) VALUES ('admin@example.com');
