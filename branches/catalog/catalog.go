@@ -34,7 +34,7 @@ func Open(path string) (*Catalog, error) {
 	// One writer at a time is what SQLite allows anyway; a single connection
 	// also makes every statement see the previous one's effects.
 	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(schema); err != nil {
+	if _, err := db.Exec(schema + schemaAdmin); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("create catalog schema in %s: %w", path, err)
 	}

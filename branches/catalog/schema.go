@@ -57,3 +57,25 @@ CREATE TABLE IF NOT EXISTS transitions (
 	reason     TEXT NOT NULL DEFAULT ''
 );
 `
+
+// schemaAdmin holds the admin API's tokens (only their SHA-256 hashes) and its
+// append-only audit log.
+const schemaAdmin = `
+CREATE TABLE IF NOT EXISTS tokens (
+	name       TEXT PRIMARY KEY,
+	role       TEXT NOT NULL,
+	prefix     TEXT NOT NULL DEFAULT '',
+	hash       BLOB NOT NULL,
+	created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS audit (
+	id      INTEGER PRIMARY KEY,
+	at      INTEGER NOT NULL,
+	actor   TEXT NOT NULL,
+	action  TEXT NOT NULL,
+	target  TEXT NOT NULL DEFAULT '',
+	result  TEXT NOT NULL,
+	remote  TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS audit_at ON audit (at);
+`
