@@ -2,14 +2,15 @@ package admin
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 	"go.uber.org/zap"
 )
 
@@ -28,51 +29,141 @@ type Manager interface {
 	Info() branches.ServerInfo
 }
 
-// Handler returns the API's HTTP handler. metrics, if set, serves /metrics.
-func Handler(m Manager, metrics http.Handler, log *zap.Logger) http.Handler {
-	a := &api{m: m, log: log}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
-	if metrics != nil {
-		mux.Handle("GET /metrics", metrics)
-	}
-	mux.HandleFunc("GET /v1/info", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, m.Info()) })
-	mux.HandleFunc("GET /v1/sources", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, m.Sources()) })
-	mux.HandleFunc("POST /v1/sources", a.addSource)
-	mux.HandleFunc("POST /v1/sources/{name}/refresh", func(w http.ResponseWriter, r *http.Request) {
-		name := r.PathValue("name")
-		a.streamSeed(w, name, func(progress func(string)) (branches.SourceInfo, error) {
-			return a.m.RefreshSource(r.Context(), name, progress)
-		})
-	})
-	mux.HandleFunc("DELETE /v1/sources/{name}", func(w http.ResponseWriter, r *http.Request) {
-		a.result(w, m.RemoveSource(r.Context(), r.PathValue("name")))
-	})
-	mux.HandleFunc("GET /v1/branches", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, m.List()) })
-	mux.HandleFunc("POST /v1/branches", a.createBranch)
-	mux.HandleFunc("POST /v1/branches/{name}/reset", func(w http.ResponseWriter, r *http.Request) {
-		a.result(w, m.Reset(r.Context(), r.URL.Query().Get("source"), r.PathValue("name")))
-	})
-	mux.HandleFunc("POST /v1/branches/{name}/stop", func(w http.ResponseWriter, r *http.Request) {
-		a.result(w, m.Stop(r.Context(), r.URL.Query().Get("source"), r.PathValue("name")))
-	})
-	mux.HandleFunc("PATCH /v1/branches/{name}", func(w http.ResponseWriter, r *http.Request) {
-		var s branches.Settings
-		if err := json.NewDecoder(r.Body).Decode(&s); err != nil {
-			writeJSON(w, http.StatusBadRequest, Error{Error: "invalid JSON: " + err.Error()})
-			return
-		}
-		a.result(w, m.Set(r.Context(), r.URL.Query().Get("source"), r.PathValue("name"), s))
-	})
-	mux.HandleFunc("DELETE /v1/branches/{name}", func(w http.ResponseWriter, r *http.Request) {
-		a.result(w, m.Destroy(r.Context(), r.URL.Query().Get("source"), r.PathValue("name")))
-	})
-	return mux
+// Store keeps the API's tokens and its audit log; the catalog is one.
+type Store interface {
+	AddToken(ctx context.Context, t catalog.Token) error
+	Tokens(ctx context.Context) ([]catalog.Token, error)
+	RemoveToken(ctx context.Context, name string) error
+	AppendAudit(ctx context.Context, e catalog.AuditEntry) error
+	Audit(ctx context.Context, since time.Time) ([]catalog.AuditEntry, error)
 }
 
-type api struct {
-	m   Manager
-	log *zap.Logger
+// Config is what New needs. Manager and Store are required.
+type Config struct {
+	Manager Manager
+	Store   Store
+	// Metrics, if set, serves GET /metrics.
+	Metrics http.Handler
+	// Bootstrap is the --admin-token: a token of role admin named BootstrapName that
+	// no catalog holds. "" for none.
+	Bootstrap string
+	// Now is the clock of the audit log (default time.Now).
+	Now func() time.Time
+}
+
+// API serves the admin API. Make one with New; safe for concurrent use.
+type API struct {
+	m         Manager
+	store     Store
+	metricsH  http.Handler
+	bootstrap []byte // HashSecret of Config.Bootstrap; nil for none
+	now       func() time.Time
+	log       *zap.Logger
+}
+
+// New returns the API for cfg.
+func New(cfg Config, log *zap.Logger) (*API, error) {
+	if cfg.Manager == nil || cfg.Store == nil {
+		return nil, errors.New("admin: Manager and Store are required")
+	}
+	a := &API{m: cfg.Manager, store: cfg.Store, metricsH: cfg.Metrics, now: cfg.Now, log: log}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	if cfg.Bootstrap != "" {
+		a.bootstrap = HashSecret(cfg.Bootstrap)
+	}
+	return a, nil
+}
+
+// Local returns the handler for the admin socket, which only its owner (root) can
+// reach: every request acts as LocalActor, with every permission.
+func (a *API) Local() http.Handler {
+	local := Caller{Name: LocalActor, Role: RoleAdmin}
+	return a.mux(func(*http.Request) (Caller, int, string) { return local, 0, "" })
+}
+
+// Remote returns the handler for --admin-listen: every route but the Public ones
+// needs "Authorization: Bearer <token>" of a role that the route allows.
+func (a *API) Remote() http.Handler {
+	return a.mux(func(r *http.Request) (Caller, int, string) {
+		c, ok, err := a.authenticate(r)
+		if err != nil {
+			a.log.Error("read admin tokens", zap.Error(err))
+			return Caller{}, http.StatusServiceUnavailable, "cannot read the admin tokens: see the server log"
+		}
+		if !ok {
+			a.log.Info("admin request without a valid token", zap.String("remote", r.RemoteAddr),
+				zap.String("method", r.Method), zap.String("path", r.URL.Path))
+			return Caller{}, http.StatusUnauthorized, "missing or wrong bearer token"
+		}
+		return c, 0, ""
+	})
+}
+
+func withCaller(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+func (a *API) healthz(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) }
+
+func (a *API) metrics(w http.ResponseWriter, r *http.Request) {
+	if a.metricsH == nil {
+		http.NotFound(w, r)
+		return
+	}
+	a.metricsH.ServeHTTP(w, r)
+}
+
+func (a *API) info(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, a.m.Info()) }
+
+func (a *API) sources(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, a.m.Sources())
+}
+
+func (a *API) refreshSource(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	a.streamSeed(w, name, func(progress func(string)) (branches.SourceInfo, error) {
+		return a.m.RefreshSource(r.Context(), name, progress)
+	})
+}
+
+func (a *API) removeSource(w http.ResponseWriter, r *http.Request) {
+	a.result(w, a.m.RemoveSource(r.Context(), r.PathValue("name")))
+}
+
+// listBranches lists every branch; a ci token sees only those under its prefix.
+func (a *API) listBranches(w http.ResponseWriter, r *http.Request) {
+	all := a.m.List()
+	c := CallerFrom(r.Context())
+	out := make([]branches.Info, 0, len(all))
+	for _, b := range all {
+		if c.Role != RoleCI || c.Owns(b.Name) {
+			out = append(out, b)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *API) resetBranch(w http.ResponseWriter, r *http.Request) {
+	a.result(w, a.m.Reset(r.Context(), r.URL.Query().Get("source"), r.PathValue("name")))
+}
+
+func (a *API) stopBranch(w http.ResponseWriter, r *http.Request) {
+	a.result(w, a.m.Stop(r.Context(), r.URL.Query().Get("source"), r.PathValue("name")))
+}
+
+func (a *API) setBranch(w http.ResponseWriter, r *http.Request) {
+	var s branches.Settings
+	if err := json.NewDecoder(r.Body).Decode(&s); err != nil {
+		a.result(w, fmt.Errorf("invalid JSON: %v: %w", err, branches.ErrInvalid))
+		return
+	}
+	a.result(w, a.m.Set(r.Context(), r.URL.Query().Get("source"), r.PathValue("name"), s))
+}
+
+func (a *API) destroyBranch(w http.ResponseWriter, r *http.Request) {
+	a.result(w, a.m.Destroy(r.Context(), r.URL.Query().Get("source"), r.PathValue("name")))
 }
 
 // Error is the body of a failed request.
@@ -97,10 +188,10 @@ type CreateBranch struct {
 	Ephemeral bool          `json:"ephemeral,omitempty"`
 }
 
-func (a *api) addSource(w http.ResponseWriter, r *http.Request) {
+func (a *API) addSource(w http.ResponseWriter, r *http.Request) {
 	var req branches.SourceRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, Error{Error: "invalid JSON: " + err.Error()})
+		a.result(w, fmt.Errorf("invalid JSON: %v: %w", err, branches.ErrInvalid))
 		return
 	}
 	a.streamSeed(w, req.Name, func(progress func(string)) (branches.SourceInfo, error) {
@@ -110,7 +201,7 @@ func (a *api) addSource(w http.ResponseWriter, r *http.Request) {
 
 // streamSeed runs a seed build, streaming its progress as newline-delimited JSON; the
 // status is 200 from the start, and the last line says how it ended.
-func (a *api) streamSeed(w http.ResponseWriter, name string, build func(progress func(string)) (branches.SourceInfo, error)) {
+func (a *API) streamSeed(w http.ResponseWriter, name string, build func(progress func(string)) (branches.SourceInfo, error)) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	var mu sync.Mutex
@@ -128,31 +219,32 @@ func (a *api) streamSeed(w http.ResponseWriter, name string, build func(progress
 	if err != nil {
 		a.log.Warn("build seed", zap.String("source", name), zap.Error(err))
 		emit(Progress{Error: err.Error()})
+		noteError(w, err.Error())
 		return
 	}
 	emit(Progress{Source: &info})
 }
 
-func (a *api) createBranch(w http.ResponseWriter, r *http.Request) {
+func (a *API) createBranch(w http.ResponseWriter, r *http.Request) {
 	var req CreateBranch
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, Error{Error: "invalid JSON: " + err.Error()})
+		a.result(w, fmt.Errorf("invalid JSON: %v: %w", err, branches.ErrInvalid))
 		return
 	}
 	a.result(w, a.m.Create(r.Context(), req.Name, branches.CreateOptions{Source: req.Source, From: req.From,
 		TTL: req.TTL, Quota: req.Quota, Ephemeral: req.Ephemeral}))
 }
 
-func (a *api) result(w http.ResponseWriter, err error) {
+func (a *API) result(w http.ResponseWriter, err error) {
 	if err == nil {
 		writeJSON(w, http.StatusOK, struct{}{})
 		return
 	}
 	status := http.StatusInternalServerError
 	switch {
-	case errors.Is(err, branches.ErrNotFound):
+	case errors.Is(err, branches.ErrNotFound), errors.Is(err, catalog.ErrNotFound):
 		status = http.StatusNotFound
-	case errors.Is(err, branches.ErrExists), errors.Is(err, branches.ErrBusy):
+	case errors.Is(err, branches.ErrExists), errors.Is(err, catalog.ErrExists), errors.Is(err, branches.ErrBusy):
 		status = http.StatusConflict
 	case errors.Is(err, branches.ErrInvalid):
 		status = http.StatusBadRequest
@@ -162,6 +254,7 @@ func (a *api) result(w http.ResponseWriter, err error) {
 	if status == http.StatusInternalServerError {
 		a.log.Error("admin request failed", zap.Error(err))
 	}
+	noteError(w, err.Error())
 	writeJSON(w, status, Error{Error: err.Error()})
 }
 
@@ -169,18 +262,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v)
-}
-
-// RequireToken wraps h so that every path but /healthz needs
-// "Authorization: Bearer <token>", compared in constant time.
-func RequireToken(token string, h http.Handler) http.Handler {
-	want := []byte("Bearer " + token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/healthz" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="pgbranchproxy"`)
-			writeJSON(w, http.StatusUnauthorized, Error{Error: "missing or wrong bearer token"})
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/pgbranchproxy/pgbranchproxy/admin"
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 	"go.uber.org/zap"
 )
 
@@ -20,6 +22,7 @@ import (
 type fakeManager struct {
 	err   error
 	calls []string
+	list  []string // branch names List returns (default: b1)
 }
 
 func (f *fakeManager) AddSource(_ context.Context, req branches.SourceRequest, progress func(string)) (branches.SourceInfo, error) {
@@ -37,7 +40,16 @@ func (f *fakeManager) RemoveSource(_ context.Context, name string) error {
 	return f.err
 }
 func (f *fakeManager) Sources() []branches.SourceInfo { return []branches.SourceInfo{{Name: "app"}} }
-func (f *fakeManager) List() []branches.Info          { return []branches.Info{{Name: "b1", Source: "app"}} }
+func (f *fakeManager) List() []branches.Info {
+	if f.list == nil {
+		return []branches.Info{{Name: "b1", Source: "app"}}
+	}
+	var out []branches.Info
+	for _, n := range f.list {
+		out = append(out, branches.Info{Name: n, Source: "app"})
+	}
+	return out
+}
 func (f *fakeManager) Create(_ context.Context, name string, o branches.CreateOptions) error {
 	f.calls = append(f.calls, fmt.Sprintf("create %s from=%s ttl=%s", name, o.From, o.TTL))
 	return f.err
@@ -59,6 +71,28 @@ func (f *fakeManager) Set(_ context.Context, source, name string, s branches.Set
 	return f.err
 }
 func (f *fakeManager) Info() branches.ServerInfo { return branches.ServerInfo{CopyUpMode: "copy"} }
+
+// newAPI returns an API over f and a fresh catalog, with bootstrap as its --admin-token.
+func newAPI(t *testing.T, f *fakeManager, metrics http.Handler, bootstrap string) (*admin.API, *catalog.Catalog) {
+	t.Helper()
+	cat, err := catalog.Open(filepath.Join(t.TempDir(), "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	a, err := admin.New(admin.Config{Manager: f, Store: cat, Metrics: metrics, Bootstrap: bootstrap}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, cat
+}
+
+// local is the admin socket's handler over f.
+func local(t *testing.T, f *fakeManager, metrics http.Handler) http.Handler {
+	t.Helper()
+	a, _ := newAPI(t, f, metrics, "")
+	return a.Local()
+}
 
 func do(t *testing.T, h http.Handler, method, path, body string) *httptest.ResponseRecorder {
 	t.Helper()
@@ -84,7 +118,7 @@ func TestStatusMapping(t *testing.T) {
 		{errors.New("mount failed"), 500},
 	} {
 		f := &fakeManager{err: tc.err}
-		h := admin.Handler(f, nil, zap.NewNop())
+		h := local(t, f, nil)
 		rec := do(t, h, http.MethodDelete, "/v1/branches/b1?source=app", "")
 		if rec.Code != tc.want {
 			t.Errorf("%v: status %d, want %d", tc.err, rec.Code, tc.want)
@@ -104,7 +138,7 @@ func TestStatusMapping(t *testing.T) {
 func TestRoutes(t *testing.T) {
 	t.Parallel()
 	f := &fakeManager{}
-	h := admin.Handler(f, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("metrics")) }), zap.NewNop())
+	h := local(t, f, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("metrics")) }))
 	for _, tc := range []struct{ method, path, body, call string }{
 		{http.MethodPost, "/v1/branches", `{"name":"n1","from":"p","ttl":3600000000000}`, "create n1 from=p ttl=1h0m0s"},
 		{http.MethodPost, "/v1/branches/n1/reset", "", "reset /n1"},
@@ -135,7 +169,7 @@ func TestSourceAddStreamsProgress(t *testing.T) {
 		if fail {
 			f.err = errors.New("psql failed: syntax error")
 		}
-		h := admin.Handler(f, nil, zap.NewNop())
+		h := local(t, f, nil)
 		rec := do(t, h, http.MethodPost, "/v1/sources", `{"name":"app","kind":"empty"}`)
 		var lines []admin.Progress
 		sc := bufio.NewScanner(rec.Body)
@@ -156,17 +190,20 @@ func TestSourceAddStreamsProgress(t *testing.T) {
 	}
 }
 
-func TestRequireToken(t *testing.T) {
+func TestBootstrapToken(t *testing.T) {
 	t.Parallel()
-	h := admin.RequireToken("sixteen-chars-ok", admin.Handler(&fakeManager{}, nil, zap.NewNop()))
+	a, _ := newAPI(t, &fakeManager{}, nil, "sixteen-chars-ok")
+	h := a.Remote()
 	for _, tc := range []struct {
 		path, auth string
 		want       int
 	}{
 		{"/healthz", "", 200},
 		{"/v1/branches", "", 401},
+		{"/v1/branches", "Bearer ", 401},
 		{"/v1/branches", "Bearer wrong", 401},
 		{"/v1/branches", "sixteen-chars-ok", 401},
+		{"/v1/branches", "Bearer sixteen-chars-okx", 401},
 		{"/v1/branches", "Bearer sixteen-chars-ok", 200},
 	} {
 		req := httptest.NewRequest(http.MethodGet, tc.path, nil)
@@ -177,6 +214,9 @@ func TestRequireToken(t *testing.T) {
 		h.ServeHTTP(rec, req)
 		if rec.Code != tc.want {
 			t.Errorf("%s with %q: %d, want %d", tc.path, tc.auth, rec.Code, tc.want)
+		}
+		if rec.Code == 401 && rec.Header().Get("WWW-Authenticate") == "" {
+			t.Errorf("%s with %q: 401 without WWW-Authenticate", tc.path, tc.auth)
 		}
 	}
 }

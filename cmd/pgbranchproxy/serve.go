@@ -83,8 +83,8 @@ func newServe(g *globalFlags) *cobra.Command {
 	fl.IntVar(&f.maxSessions, "max-sessions", 0, "sessions per branch; more get 53300 (0: no limit)")
 	fl.IntVar(&f.maxCreating, "max-creating", 4, "branch creations at once; more wait their turn")
 	fl.DurationVar(&f.writeTimeout, "client-write-timeout", time.Minute, "cut off a client that does not read its results for this long")
-	fl.StringVar(&f.adminListen, "admin-listen", "", "also serve the admin API on this TCP address (needs --admin-token)")
-	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token for --admin-listen (or PGBRANCH_ADMIN_TOKEN)")
+	fl.StringVar(&f.adminListen, "admin-listen", "", "also serve the admin API on this TCP address, to bearer tokens (--admin-token, token create)")
+	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token of role admin for --admin-listen, named bootstrap (or PGBRANCH_ADMIN_TOKEN; at least 16 characters)")
 	f.reuseFlags.register(fl)
 	fl.StringVar(&f.relay, "relay", "pump", "how plaintext sessions are relayed after login: pump (an epoll loop) or goroutine (two goroutines a session; TLS sessions always use these)")
 	fl.IntVar(&f.failedLogins, "max-failed-logins", 20, "failed logins per minute from one address before it is refused (negative: no limit)")
@@ -152,8 +152,8 @@ func serve(g *globalFlags, f *serveFlags) error {
 	if f.relay != "pump" && f.relay != "goroutine" {
 		return fmt.Errorf("--relay must be pump or goroutine, not %q", f.relay)
 	}
-	if f.adminListen != "" && len(f.adminToken) < 16 {
-		return errors.New("--admin-listen needs --admin-token (or PGBRANCH_ADMIN_TOKEN) of at least 16 characters")
+	if f.adminToken != "" && len(f.adminToken) < 16 {
+		return errors.New("--admin-token (or PGBRANCH_ADMIN_TOKEN) must have at least 16 characters")
 	}
 	if f.lazyrw != "on" && f.lazyrw != "off" {
 		return fmt.Errorf("--lazyrw must be on or off, not %q", f.lazyrw)
@@ -276,8 +276,13 @@ func serve(g *globalFlags, f *serveFlags) error {
 		return fmt.Errorf("admin socket: %w", err)
 	}
 	os.Chmod(adminSock, 0o600)
-	adminHandler := admin.Handler(mgr, metricsHandler, log.Named("admin"))
-	adminSrv := &http.Server{Handler: adminHandler, ReadHeaderTimeout: 10 * time.Second}
+	api, err := admin.New(admin.Config{Manager: mgr, Store: mgr.Catalog(), Metrics: metricsHandler, Bootstrap: f.adminToken}, log.Named("admin"))
+	if err != nil {
+		adminLn.Close()
+		mgr.Close(context.Background())
+		return err
+	}
+	adminSrv := &http.Server{Handler: api.Local(), ReadHeaderTimeout: 10 * time.Second}
 	go adminSrv.Serve(adminLn)
 	if f.adminListen != "" {
 		aln, err := net.Listen("tcp", f.adminListen)
@@ -286,7 +291,7 @@ func serve(g *globalFlags, f *serveFlags) error {
 			mgr.Close(context.Background())
 			return fmt.Errorf("--admin-listen: %w", err)
 		}
-		tcpAdmin := &http.Server{Handler: admin.RequireToken(f.adminToken, adminHandler), ReadHeaderTimeout: 10 * time.Second}
+		tcpAdmin := &http.Server{Handler: api.Remote(), ReadHeaderTimeout: 10 * time.Second}
 		go tcpAdmin.Serve(aln)
 		defer tcpAdmin.Close()
 	}

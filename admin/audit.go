@@ -1,0 +1,135 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"go.uber.org/zap"
+)
+
+// AuditEntry is one line of the audit log, as GET /v1/audit returns it.
+type AuditEntry struct {
+	At     time.Time `json:"at"`
+	Actor  string    `json:"actor"`
+	Action string    `json:"action"`
+	Target string    `json:"target,omitempty"`
+	Result string    `json:"result"`
+	Remote string    `json:"remote,omitempty"`
+}
+
+// recorder remembers a response's status, and the error a handler noted, for the
+// audit log.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	err    string
+}
+
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Flush passes on flushes, for streamed answers.
+func (r *recorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// noteError records msg as the result of the request that w answers, for an
+// answer whose status does not tell (a streamed one) or whose body does.
+func noteError(w http.ResponseWriter, msg string) {
+	for {
+		switch x := w.(type) {
+		case *recorder:
+			x.err = msg
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return
+		}
+	}
+}
+
+// result is how an audited request ended: "ok", or its status and error.
+func (r *recorder) result() string {
+	status := r.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	if status < 400 && r.err == "" {
+		return "ok"
+	}
+	s := strconv.Itoa(status)
+	if r.err != "" {
+		s += " " + r.err
+	}
+	return s
+}
+
+// audit appends one entry to the log. It is written even when the client has gone;
+// a failure is logged and does not change the answer, which has been sent.
+func (a *API) audit(r *http.Request, c Caller, action, target string, rec *recorder) {
+	remote := ""
+	if c.Name != LocalActor {
+		remote = r.RemoteAddr
+	}
+	e := catalog.AuditEntry{At: a.now(), Actor: c.Name, Action: action, Target: target, Result: rec.result(), Remote: remote}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+	defer cancel()
+	if err := a.store.AppendAudit(ctx, e); err != nil {
+		a.log.Error("audit log", zap.String("actor", e.Actor), zap.String("action", e.Action),
+			zap.String("target", e.Target), zap.String("result", e.Result), zap.Error(err))
+	}
+}
+
+// listAudit serves GET /v1/audit[?since=DURATION|RFC3339 time].
+func (a *API) listAudit(w http.ResponseWriter, r *http.Request) {
+	since, err := parseSince(r.URL.Query().Get("since"), a.now())
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, Error{Error: err.Error()})
+		return
+	}
+	entries, err := a.store.Audit(r.Context(), since)
+	if err != nil {
+		a.result(w, err)
+		return
+	}
+	out := make([]AuditEntry, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, AuditEntry{At: e.At, Actor: e.Actor, Action: e.Action, Target: e.Target, Result: e.Result, Remote: e.Remote})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// parseSince reads a ?since=: "" (everything), a duration back from now, or an RFC 3339 time.
+func parseSince(v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("since %q: want a duration such as 24h or a time such as 2026-11-30T17:00:00Z", v)
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/admin"
+	"github.com/spf13/cobra"
+)
+
+func newAudit(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "audit", Short: "Read the log of admin actions"}
+	cmd.AddCommand(newAuditLs(g))
+	return cmd
+}
+
+func newAuditLs(g *globalFlags) *cobra.Command {
+	var since string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "ls [--since DURATION|TIME] [--json]",
+		Short: "List admin actions, oldest first: when, who (a token's name, or local), what, on what, and how it ended",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := "/v1/audit"
+			if since != "" {
+				path += "?since=" + url.QueryEscape(since)
+			}
+			var out []admin.AuditEntry
+			if err := newClient(g).call(cmd.Context(), http.MethodGet, path, nil, &out); err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(os.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(out)
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TIME\tACTOR\tACTION\tTARGET\tRESULT")
+			for _, e := range out {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.At.Local().Format(time.RFC3339), e.Actor, e.Action, cmpOr(e.Target, "-"), e.Result)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&since, "since", "", "only entries from this long ago (24h) or since this time (2026-11-30T17:00:00Z)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
