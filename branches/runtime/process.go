@@ -50,25 +50,7 @@ func (p *Process) Command(ctx context.Context, version, prog string, args ...str
 
 // Start implements Runtime.
 func (p *Process) Start(ctx context.Context, spec Spec) (Instance, error) {
-	settings := map[string]string{
-		"listen_addresses":          "",
-		"unix_socket_directories":   spec.SocketDir,
-		"unix_socket_permissions":   "0700",
-		"port":                      "5432",
-		"logging_collector":         "off",
-		"recovery_init_sync_method": "syncfs",
-	}
-	if spec.Name != "" {
-		settings["cluster_name"] = spec.Name
-	}
-	for k, v := range spec.Settings {
-		settings[k] = v
-	}
-	args := []string{"-D", spec.DataDir}
-	for _, k := range slices.Sorted(mapsKeys(settings)) {
-		args = append(args, "-c", k+"="+settings[k])
-	}
-	cmd, err := p.Command(context.Background(), spec.Version, "postgres", args...)
+	cmd, err := p.Command(context.Background(), spec.Version, "postgres", serverArgs(spec)...)
 	if err != nil {
 		return nil, err
 	}
@@ -101,6 +83,30 @@ func (p *Process) Start(ctx context.Context, spec Spec) (Instance, error) {
 		return nil, err
 	}
 	return inst, nil
+}
+
+// serverArgs is the postgres command line for spec: the runtime's settings, then the
+// spec's own on top.
+func serverArgs(spec Spec) []string {
+	settings := map[string]string{
+		"listen_addresses":          "",
+		"unix_socket_directories":   spec.SocketDir,
+		"unix_socket_permissions":   "0700",
+		"port":                      "5432",
+		"logging_collector":         "off",
+		"recovery_init_sync_method": "syncfs",
+	}
+	if spec.Name != "" {
+		settings["cluster_name"] = spec.Name
+	}
+	for k, v := range spec.Settings {
+		settings[k] = v
+	}
+	args := []string{"-D", spec.DataDir}
+	for _, k := range slices.Sorted(mapsKeys(settings)) {
+		args = append(args, "-c", k+"="+settings[k])
+	}
+	return args
 }
 
 func mapsKeys(m map[string]string) func(func(string) bool) {

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"io"
 )
 
 // ErrExited is returned (wrapped) when Postgres exits before it is ready.
@@ -17,6 +18,51 @@ type Spec struct {
 	LogFile   string            // where the server's stderr goes
 	Settings  map[string]string // -c name=value, on top of the runtime's own
 	Env       []string          // extra environment, e.g. LD_PRELOAD
+
+	// Image is the container image to run the server in; "" means the runtime's
+	// default. The process runtime ignores it.
+	Image string
+	// Limits caps the server's memory, CPU and processes where the runtime can
+	// (containers); the zero value is no limit.
+	Limits Limits
+	// Labels describe the server to whoever lists a runtime's servers (container
+	// labels), e.g. the source and branch.
+	Labels map[string]string
+}
+
+// Limits are the resource caps of one server. Zero fields mean no cap.
+type Limits struct {
+	MemoryBytes int64   // memory, swap included; the kernel kills a server that needs more
+	CPUs        float64 // CPU time as a number of CPUs (0.5 is half of one)
+	PIDs        int64   // processes (postmaster, backends, helpers)
+}
+
+// IsZero reports whether l caps nothing.
+func (l Limits) IsZero() bool { return l == Limits{} }
+
+// Job is a Postgres program run to completion: initdb, pg_basebackup, psql,
+// pg_controldata.
+type Job struct {
+	Version string   // major version whose programs to run
+	Image   string   // container image; "" for the runtime's default
+	Prog    string   // program name, e.g. "initdb"
+	Args    []string // its arguments
+	Stdin   io.Reader
+	Stdout  io.Writer // standard output; stderr too unless Stderr is set
+	Stderr  io.Writer
+	// Paths are host files and directories the program reads or writes; container
+	// runtimes make them visible at the same path.
+	Paths []string
+	// Network says the program connects to a server over the network (pg_basebackup).
+	Network bool
+}
+
+// Runner runs Postgres programs to completion as the runtime's OS user.
+type Runner interface {
+	// Run runs job and returns an error if it cannot start or exits non-zero.
+	Run(ctx context.Context, job Job) error
+	// User is the OS user (numeric ids) the programs and servers run as.
+	User() OSUser
 }
 
 // Instance is one running Postgres server.

@@ -36,6 +36,9 @@ type Request struct {
 	URL      string // KindURL: a replication-capable connection string
 	DataDir  string // KindDataDir: a stopped cluster to copy
 	Version  string // major version for KindSQL and KindEmpty; "" for the default binaries
+	// Image is the container image every step runs in, under a container runtime;
+	// "" for the runtime's default. The process runtime ignores it.
+	Image string
 
 	// Dir is the data directory to create. Its parent must be traversable by the
 	// runtime's OS user; Dir must not exist yet.
@@ -52,14 +55,22 @@ type Result struct {
 	Roles     roles.Set // login roles, for authentication at the proxy
 }
 
-// Builder builds seeds with a process runtime. Safe for concurrent use on distinct Dirs.
+// Runtime is what a Builder needs of a runtime: a server to settle a seed on, and
+// Postgres programs (initdb, pg_basebackup, psql, pg_controldata) run to completion,
+// both in the seed's image under a container runtime.
+type Runtime interface {
+	runtime.Runtime
+	runtime.Runner
+}
+
+// Builder builds seeds with a Runtime. Safe for concurrent use on distinct Dirs.
 type Builder struct {
-	rt  *runtime.Process
+	rt  Runtime
 	log *zap.Logger
 }
 
 // NewBuilder returns a Builder.
-func NewBuilder(rt *runtime.Process, log *zap.Logger) *Builder {
+func NewBuilder(rt Runtime, log *zap.Logger) *Builder {
 	return &Builder{rt: rt, log: log}
 }
 
@@ -81,13 +92,13 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 	switch req.Kind {
 	case KindEmpty, KindSQL:
 		progress("initdb")
-		if err := b.run(ctx, req.Version, "initdb", nil, progress,
+		if err := b.run(ctx, req, runtime.Job{Prog: "initdb", Paths: []string{req.Dir}}, progress,
 			"-D", req.Dir, "-U", Superuser, "-E", "UTF8", "--locale=C.UTF-8", "-A", "trust", "--no-instructions"); err != nil {
 			return Result{}, err
 		}
 	case KindURL:
 		progress("pg_basebackup from the source server")
-		if err := b.run(ctx, req.Version, "pg_basebackup", nil, progress,
+		if err := b.run(ctx, req, runtime.Job{Prog: "pg_basebackup", Paths: []string{req.Dir}, Network: true}, progress,
 			"-d", req.URL, "-D", req.Dir, "-X", "stream", "-c", "fast", "--no-sync", "-P"); err != nil {
 			return Result{}, err
 		}
@@ -118,7 +129,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	srv, err := startServer(ctx, b.rt, work, req.Dir, version)
+	srv, err := startServer(ctx, b.rt, work, req.Dir, version, req.Image)
 	if err != nil {
 		return Result{}, err
 	}
@@ -146,23 +157,20 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 		return Result{}, err
 	}
 	progress("trimming WAL")
-	if err := b.trimWAL(ctx, req.Dir, version); err != nil {
+	if err := b.trimWAL(ctx, req.Dir, version, req.Image); err != nil {
 		return Result{}, err
 	}
 	cleanRuntimeFiles(req.Dir)
 	return Result{PGVersion: version, Databases: dbs, Superuser: superuser, Roles: rs}, nil
 }
 
-// run runs a Postgres program as the OS user, sending its output lines to progress
-// and returning the last of them in the error.
-func (b *Builder) run(ctx context.Context, version, prog string, stdin io.Reader, progress func(string), args ...string) error {
-	cmd, err := b.rt.Command(ctx, version, prog, args...)
-	if err != nil {
-		return err
-	}
-	cmd.Stdin = stdin
+// run runs job (a Postgres program of req's version, in req's image) as the OS user
+// with args, sending its output lines to progress and returning the last of them in
+// the error.
+func (b *Builder) run(ctx context.Context, req Request, job runtime.Job, progress func(string), args ...string) error {
+	job.Version, job.Image, job.Args = req.Version, req.Image, args
 	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
+	job.Stdout, job.Stderr = pw, pw
 	var last []string
 	done := make(chan struct{})
 	go func() {
@@ -174,7 +182,7 @@ func (b *Builder) run(ctx context.Context, version, prog string, stdin io.Reader
 			if line == "" {
 				continue
 			}
-			progress(prog + ": " + line)
+			progress(job.Prog + ": " + line)
 			last = append(last, line)
 			if len(last) > 5 {
 				last = last[1:]
@@ -182,11 +190,11 @@ func (b *Builder) run(ctx context.Context, version, prog string, stdin io.Reader
 		}
 		io.Copy(io.Discard, pr)
 	}()
-	err = cmd.Run()
+	err := b.rt.Run(ctx, job)
 	pw.Close()
 	<-done
 	if err != nil {
-		return fmt.Errorf("%s failed (%v): %s", prog, err, strings.Join(last, "; "))
+		return fmt.Errorf("%w: %s", err, strings.Join(last, "; "))
 	}
 	return nil
 }
@@ -214,7 +222,8 @@ func (b *Builder) loadSQL(ctx context.Context, srv *server, version, superuser s
 		return fmt.Errorf("create database %q: %w", req.Database, err)
 	}
 	progress("loading " + filepath.Base(req.SQLFile) + " into " + req.Database)
-	return b.run(ctx, version, "psql", f, func(string) {},
+	req.Version = version
+	return b.run(ctx, req, runtime.Job{Prog: "psql", Stdin: f, Paths: []string{srv.sockDir}}, func(string) {},
 		"-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", srv.sockDir, "-U", superuser, "-d", req.Database, "-f", "-")
 }
 

@@ -54,7 +54,7 @@ func WriteTrustHBA(dir string) (hba, ident string, err error) {
 	return hba, ident, nil
 }
 
-func startServer(ctx context.Context, rt *runtime.Process, work, dataDir, version string) (*server, error) {
+func startServer(ctx context.Context, rt Runtime, work, dataDir, version, image string) (*server, error) {
 	u := rt.User()
 	sockDir := filepath.Join(work, "run")
 	if err := os.MkdirAll(sockDir, 0o700); err != nil {
@@ -79,6 +79,7 @@ func startServer(ctx context.Context, rt *runtime.Process, work, dataDir, versio
 		SocketDir: sockDir,
 		LogFile:   filepath.Join(work, "seed.log"),
 		Settings:  settings,
+		Image:     image,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start server on seed: %w", err)

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
 	"golang.org/x/sys/unix"
 )
 
@@ -23,17 +24,13 @@ var walSegmentName = regexp.MustCompile(`^[0-9A-F]{24}$`)
 // After a clean shutdown that record is the last one: what follows is zeros (a new
 // segment) or stale bytes of a recycled segment (a copied data directory), and
 // recovery stops at either, so a hole there changes nothing Postgres reads as WAL.
-func (b *Builder) trimWAL(ctx context.Context, dir, version string) error {
-	cmd, err := b.rt.Command(ctx, version, "pg_controldata", "-D", dir)
-	if err != nil {
+func (b *Builder) trimWAL(ctx context.Context, dir, version, image string) error {
+	var out bytes.Buffer
+	if err := b.rt.Run(ctx, runtime.Job{Version: version, Image: image, Prog: "pg_controldata", Args: []string{"-D", dir},
+		Stdout: &out, Stderr: io.Discard, Paths: []string{dir}}); err != nil {
 		return err
 	}
-	cmd.Env = append(cmd.Env, "LC_ALL=C")
-	out, err := cmd.Output()
-	if err != nil {
-		return fmt.Errorf("pg_controldata: %w", err)
-	}
-	fields := controlFields(out)
+	fields := controlFields(out.Bytes())
 	if st := fields["Database cluster state"]; st != "shut down" {
 		return fmt.Errorf("%w (state %q)", errNotShutDown, st)
 	}
