@@ -4,7 +4,7 @@ BIN     := bin
 PKGS    := ./...
 FUZZ_TIME ?= 30s
 
-.PHONY: help build shim test test-short run bench fuzz lint deps clean
+.PHONY: help build shim test test-short run bench fuzz lint deps clean image
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -19,7 +19,10 @@ shim: ## build the lazyrw LD_PRELOAD shim
 deps: ## install what the tests and benchmarks need (Debian packages), if missing
 	@./scripts/deps.sh
 
-test: deps build ## the whole suite: shim C tests, then go test ./... (needs root)
+image: ## build the local PostgreSQL image --runtime docker uses (pgbranchproxy/postgres:15), if missing
+	./scripts/image.sh
+
+test: deps build image ## the whole suite: shim C tests, then go test ./... (needs root)
 	$(MAKE) -C shim test
 	$(GO) test -count=1 -timeout 20m $(PKGS)
 

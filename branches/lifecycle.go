@@ -254,6 +254,9 @@ func (m *Manager) startServer(ctx context.Context, b *branch) error {
 	if m.cfg.ShimPath != "" {
 		spec.Env = []string{"LD_PRELOAD=" + m.cfg.ShimPath, "LAZYRW_PROBE_FILE=" + probe}
 	}
+	if err := m.placeServer(ctx, rec, &spec); err != nil {
+		return err
+	}
 	inst, err := m.cfg.Runtime.Start(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("start branch %q: %w", rec.Name, err)

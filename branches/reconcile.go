@@ -19,6 +19,9 @@ import (
 // resets finished, and running branches recorded as stopped (the next connection
 // wakes them).
 func (m *Manager) reconcile(ctx context.Context) error {
+	if err := m.stopStrayContainers(ctx); err != nil {
+		return err
+	}
 	strays, err := runtime.FindPostmasters(m.cfg.StateDir)
 	if err != nil {
 		return err

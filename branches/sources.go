@@ -24,6 +24,9 @@ type SourceRequest struct {
 	URL      string
 	DataDir  string
 	Branch   string // for KindBranch: "SOURCE/BRANCH"
+	// Server is the image its seeds and servers run in and its servers' limits,
+	// under a container runtime; zero fields take the server's defaults.
+	Server catalog.ServerSettings
 }
 
 // SourceInfo describes one source and its current seed.
@@ -90,6 +93,9 @@ func (m *Manager) AddSource(ctx context.Context, req SourceRequest, progress fun
 		if errors.Is(err, catalog.ErrExists) {
 			return SourceInfo{}, fmt.Errorf("source %q: %w", req.Name, ErrExists)
 		}
+		return SourceInfo{}, err
+	}
+	if err := m.addSourceServer(ctx, req.Name, req.Server); err != nil {
 		return SourceInfo{}, err
 	}
 	sd, err := m.buildSeed(ctx, src, req, progress)
@@ -189,7 +195,7 @@ func (m *Manager) buildSeed(ctx context.Context, src catalog.Source, req SourceR
 	start := time.Now()
 	breq := seed.Request{
 		Kind: req.Kind, SQLFile: req.SQLFile, Database: req.Database, URL: req.URL, DataDir: req.DataDir,
-		Dir: filepath.Join(work, "data"), Progress: progress,
+		Dir: filepath.Join(work, "data"), Progress: progress, Image: m.sourceImage(ctx, src.Name),
 	}
 	if req.Kind == KindBranch {
 		breq.Kind, breq.DataDir = seed.KindDataDir, filepath.Join(work, "branch")

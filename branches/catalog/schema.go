@@ -56,6 +56,16 @@ CREATE TABLE IF NOT EXISTS transitions (
 	to_state   TEXT NOT NULL,
 	reason     TEXT NOT NULL DEFAULT ''
 );
+CREATE TABLE IF NOT EXISTS server_settings (
+	source         TEXT NOT NULL,
+	branch         TEXT NOT NULL DEFAULT '',
+	branch_created INTEGER NOT NULL DEFAULT 0,
+	image          TEXT NOT NULL DEFAULT '',
+	memory_bytes   INTEGER NOT NULL DEFAULT 0,
+	cpus           REAL NOT NULL DEFAULT 0,
+	pids           INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (source, branch)
+);
 `
 
 // schemaAdmin holds the admin API's tokens (only their SHA-256 hashes) and its

@@ -59,6 +59,7 @@ type serveFlags struct {
 	failedLogins   int
 	relay          string
 	reuseFlags
+	runtime runtimeFlags
 }
 
 func newServe(g *globalFlags) *cobra.Command {
@@ -109,6 +110,7 @@ func newServe(g *globalFlags) *cobra.Command {
 	fl.IntVar(&f.policy.MaxRunning, "max-running", 0, "branch servers running at once; the least recently used idle one is stopped to make room (0: no limit)")
 	fl.DurationVar(&f.reapInterval, "reap-interval", 10*time.Second, "how often idle stop, TTLs, quotas and budgets are applied")
 	fl.StringVar(&f.metricsListen, "metrics-listen", "", "also serve /metrics and /healthz on this TCP address")
+	addRuntimeFlags(fl, &f.runtime)
 	return cmd
 }
 
@@ -175,9 +177,6 @@ func serve(g *globalFlags, f *serveFlags) error {
 		return err
 	}
 	bins := runtime.Binaries{Dir: f.pgBin}
-	if _, err := bins.Find(""); err != nil {
-		return err
-	}
 	if err := checkTraversable(stateDir, user); err != nil {
 		return err
 	}
@@ -212,7 +211,10 @@ func serve(g *globalFlags, f *serveFlags) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	rt := runtime.NewProcess(bins, user, log.Named("runtime"))
+	rt, err := newRuntime(ctx, f.runtime, stateDir, bins, user, log.Named("runtime"))
+	if err != nil {
+		return err
+	}
 	metrics := branches.NewMetrics()
 	mgr, err := branches.New(ctx, branches.Config{
 		StateDir:      stateDir,

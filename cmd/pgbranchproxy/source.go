@@ -75,6 +75,7 @@ func newSourceAdd(g *globalFlags) *cobra.Command {
 	cmd.Flags().StringVar(&req.DataDir, "from-datadir", "", "copy this stopped cluster's data directory")
 	cmd.Flags().StringVar(&req.Branch, "from-branch", "", "copy this running branch online (SOURCE/BRANCH), e.g. a migrated schema")
 	cmd.Flags().BoolVar(&empty, "empty", false, "an empty cluster (initdb)")
+	addSourceServerFlags(cmd.Flags(), &req.Server)
 	return cmd
 }
 

@@ -1,0 +1,168 @@
+package runtime
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/pkg/stdcopy"
+	"go.uber.org/zap"
+)
+
+// Run implements Runner: the program runs in a container of its own, removed when it
+// exits, with job.Paths bind-mounted at their host paths.
+func (d *Docker) Run(ctx context.Context, job Job) error {
+	prog := job.Prog
+	if job.Version != "" {
+		prog = binDir(job.Version) + "/" + job.Prog
+	}
+	binds := []string{filepath.Join(d.cfg.WorkDir, "passwd") + ":/etc/passwd:ro"}
+	for _, p := range job.Paths {
+		binds = append(binds, p+":"+p)
+	}
+	network := "none"
+	if job.Network {
+		network = "host"
+	}
+	code, err := d.runContainer(ctx, cmp.Or(job.Image, d.cfg.Image), []string{prog}, job.Args, []string{"LANG=C.UTF-8"},
+		binds, network, job.Stdin, job.Stdout, cmp.Or[io.Writer](job.Stderr, job.Stdout))
+	if err != nil {
+		return fmt.Errorf("%s: %w", job.Prog, err)
+	}
+	if code != 0 {
+		return fmt.Errorf("%s: exit status %d", job.Prog, code)
+	}
+	return nil
+}
+
+// runContainer runs one container to completion, feeding it stdin and copying its
+// output, and returns its exit code.
+func (d *Docker) runContainer(ctx context.Context, image string, entrypoint, args, env, binds []string, network string,
+	stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = stdout
+	}
+	cfg := &container.Config{
+		Image: image, User: fmt.Sprintf("%d:%d", d.cfg.User.UID, d.cfg.User.GID),
+		Entrypoint: entrypoint, Cmd: args, Env: env,
+		Labels:       map[string]string{LabelInstance: d.cfg.Instance, LabelName: "job-" + filepath.Base(entrypoint[0])},
+		AttachStdout: true, AttachStderr: true,
+		AttachStdin: stdin != nil, OpenStdin: stdin != nil, StdinOnce: stdin != nil,
+	}
+	host := &container.HostConfig{NetworkMode: container.NetworkMode(network), Binds: binds}
+	id, err := d.create(ctx, cfg, host, "pgbranch-job")
+	if err != nil {
+		return 0, err
+	}
+	defer d.remove(id)
+	att, err := d.cli.ContainerAttach(ctx, id, container.AttachOptions{Stream: true, Stdin: stdin != nil, Stdout: true, Stderr: true})
+	if err != nil {
+		return 0, fmt.Errorf("attach to container: %w", err)
+	}
+	defer att.Close()
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = stdcopy.StdCopy(stdout, stderr, att.Reader)
+	}()
+	if err := d.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		return 0, fmt.Errorf("start container: %w", err)
+	}
+	if stdin != nil {
+		go func() {
+			_, _ = io.Copy(att.Conn, stdin)
+			_ = att.CloseWrite()
+		}()
+	}
+	waitC, errC := d.cli.ContainerWait(ctx, id, container.WaitConditionNotRunning)
+	select {
+	case res := <-waitC:
+		select {
+		case <-copied:
+		case <-time.After(5 * time.Second):
+		}
+		if res.Error != nil {
+			return 0, fmt.Errorf("container: %s", res.Error.Message)
+		}
+		return int(res.StatusCode), nil
+	case err := <-errC:
+		return 0, fmt.Errorf("wait for container: %w", err)
+	}
+}
+
+// preload returns env with LD_PRELOAD kept only if the image's libc can load the
+// library it names, and the bind mounts that make the library visible in the
+// container. An image that cannot load it (musl, a libc too old) runs eager.
+func (d *Docker) preload(ctx context.Context, image, version string, env []string) ([]string, []string) {
+	var shim string
+	var out []string
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "LD_PRELOAD="); ok && v != "" {
+			shim = v
+			continue
+		}
+		out = append(out, e)
+	}
+	if shim == "" {
+		return out, nil
+	}
+	bind := shim + ":" + shim + ":ro"
+	key := image + "\x00" + shim
+	d.mu.Lock()
+	ok, known := d.shimOK[key]
+	d.mu.Unlock()
+	if !known {
+		var buf bytes.Buffer
+		code, err := d.runContainer(ctx, image, []string{binDir(version) + "/postgres"}, []string{"-V"},
+			[]string{"LD_PRELOAD=" + shim}, []string{bind}, "none", nil, &buf, &buf)
+		if err != nil {
+			return out, nil // not known either way: try again next time
+		}
+		ok = code == 0 && !strings.Contains(buf.String(), "cannot be preloaded") && strings.Contains(buf.String(), "PostgreSQL")
+		if !ok {
+			d.log.Warn("the image cannot load the lazyrw shim; its servers run eager (reads copy files up)",
+				zap.String("image", image), zap.String("output", strings.TrimSpace(buf.String())))
+		}
+		d.mu.Lock()
+		d.shimOK[key] = ok
+		d.mu.Unlock()
+	}
+	if !ok {
+		return out, nil
+	}
+	return append(out, "LD_PRELOAD="+shim), []string{bind}
+}
+
+// StopStrays stops and removes every container labelled with this runtime's
+// instance: servers and jobs a previous run of the state directory left behind.
+// Servers get a fast shutdown first, so their data directories are consistent.
+func (d *Docker) StopStrays(ctx context.Context, timeout time.Duration) (int, error) {
+	list, err := d.cli.ContainerList(ctx, container.ListOptions{
+		All: true, Filters: filters.NewArgs(filters.Arg("label", LabelInstance+"="+d.cfg.Instance)),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("list containers: %w", err)
+	}
+	for _, c := range list {
+		d.log.Warn("removing container left by a previous run", zap.String("container", shortID(c.ID)),
+			zap.String("name", c.Labels[LabelName]), zap.String("state", c.State))
+		if c.State == "running" {
+			secs := int(timeout.Seconds())
+			if err := d.cli.ContainerStop(ctx, c.ID, container.StopOptions{Signal: "SIGINT", Timeout: &secs}); err != nil {
+				d.log.Warn("stop container", zap.String("container", shortID(c.ID)), zap.Error(err))
+			}
+		}
+		d.remove(c.ID)
+	}
+	return len(list), nil
+}

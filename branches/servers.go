@@ -1,0 +1,141 @@
+package branches
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
+	"go.uber.org/zap"
+)
+
+// Labels a branch server carries under a container runtime, besides the runtime's own.
+const (
+	LabelSource = "pgbranchproxy.source"
+	LabelBranch = "pgbranchproxy.branch"
+)
+
+// imageChecker is implemented by runtimes that run servers from images.
+type imageChecker interface {
+	CheckImage(ctx context.Context, image string) error
+}
+
+// strayStopper is implemented by runtimes that can find the servers a previous run
+// of this state directory left behind by themselves (containers labelled with it).
+type strayStopper interface {
+	StopStrays(ctx context.Context, timeout time.Duration) (int, error)
+}
+
+// ServerLimits are the resource caps of one branch's server where the runtime
+// applies them (the Docker runtime's cgroup limits). A nil field is left as it is.
+type ServerLimits struct {
+	MemoryBytes *int64   `json:"memory_bytes,omitempty"`
+	CPUs        *float64 `json:"cpus,omitempty"`
+	PIDs        *int64   `json:"pids,omitempty"`
+}
+
+// checkImage fails when the runtime runs images and image is not there.
+func (m *Manager) checkImage(ctx context.Context, image string) error {
+	if c, ok := m.cfg.Runtime.(imageChecker); ok {
+		if err := c.CheckImage(ctx, image); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+	}
+	return nil
+}
+
+// stopStrayContainers removes what a previous run left in a container runtime.
+func (m *Manager) stopStrayContainers(ctx context.Context) error {
+	s, ok := m.cfg.Runtime.(strayStopper)
+	if !ok {
+		return nil
+	}
+	n, err := s.StopStrays(ctx, m.cfg.StopTimeout)
+	if n > 0 {
+		m.log.Info("removed containers left by a previous run", zap.Int("containers", n))
+	}
+	return err
+}
+
+// sourceImage is the image a source's seeds and servers run in ("" for the runtime's default).
+func (m *Manager) sourceImage(ctx context.Context, source string) string {
+	s, err := m.cat.ServerSettingsOf(ctx, source, "", time.Time{})
+	if err != nil {
+		m.log.Warn("read source server settings", zap.String("source", source), zap.Error(err))
+	}
+	return s.Image
+}
+
+// placeServer sets the image, limits and labels of a branch's server: the branch's
+// own limits, else its source's, else the runtime's defaults.
+func (m *Manager) placeServer(ctx context.Context, rec catalog.Branch, spec *runtime.Spec) error {
+	src, err := m.cat.ServerSettingsOf(ctx, rec.Source, "", time.Time{})
+	if err != nil {
+		return err
+	}
+	br, err := m.cat.ServerSettingsOf(ctx, rec.Source, rec.Name, rec.CreatedAt)
+	if err != nil {
+		return err
+	}
+	spec.Image = src.Image
+	spec.Limits = runtime.Limits{
+		MemoryBytes: cmp.Or(br.MemoryBytes, src.MemoryBytes),
+		CPUs:        cmp.Or(br.CPUs, src.CPUs),
+		PIDs:        cmp.Or(br.PIDs, src.PIDs),
+	}
+	spec.Labels = map[string]string{LabelSource: rec.Source, LabelBranch: rec.Name}
+	return nil
+}
+
+// SetLimits records a branch's own server limits (zero: its source's); they apply
+// from the server's next start.
+func (m *Manager) SetLimits(ctx context.Context, source, name string, l ServerLimits) error {
+	source, err := m.sourceOfBranch(source, name)
+	if err != nil {
+		return err
+	}
+	if (l.MemoryBytes != nil && *l.MemoryBytes < 0) || (l.CPUs != nil && *l.CPUs < 0) || (l.PIDs != nil && *l.PIDs < 0) {
+		return fmt.Errorf("%w: negative memory, cpus or pids", ErrInvalid)
+	}
+	m.mu.Lock()
+	b := m.branches[key{source, name}]
+	var rec catalog.Branch
+	if b != nil {
+		rec = b.rec
+	}
+	m.mu.Unlock()
+	if b == nil {
+		return fmt.Errorf("branch %q of source %q: %w", name, source, ErrNotFound)
+	}
+	cur, err := m.cat.ServerSettingsOf(ctx, source, name, rec.CreatedAt)
+	if err != nil {
+		return err
+	}
+	if l.MemoryBytes != nil {
+		cur.MemoryBytes = *l.MemoryBytes
+	}
+	if l.CPUs != nil {
+		cur.CPUs = *l.CPUs
+	}
+	if l.PIDs != nil {
+		cur.PIDs = *l.PIDs
+	}
+	return m.cat.SetServerSettings(ctx, source, name, rec.CreatedAt, cur)
+}
+
+// addSourceServer checks a new source's image and records its server settings; on
+// error the source is removed again.
+func (m *Manager) addSourceServer(ctx context.Context, source string, s catalog.ServerSettings) error {
+	err := m.checkImage(ctx, s.Image)
+	if err == nil {
+		err = m.cat.SetServerSettings(ctx, source, "", time.Time{}, s)
+	}
+	if err != nil {
+		if derr := m.cat.DeleteSource(context.WithoutCancel(ctx), source); derr != nil {
+			m.log.Error("remove failed source", zap.Error(derr))
+		}
+	}
+	return err
+}
