@@ -40,10 +40,11 @@ fuzz: ## run every fuzz target for FUZZ_TIME each
 	$(GO) test -run '^$$' -fuzz '^FuzzStartup$$' -fuzztime $(FUZZ_TIME) ./proxy
 	$(GO) test -run '^$$' -fuzz '^FuzzSCRAM$$' -fuzztime $(FUZZ_TIME) ./proxy
 
-lint: ## gofmt, go vet, staticcheck when installed
+lint: ## gofmt, go vet, staticcheck when installed, actionlint on action.yml and examples/github
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet $(PKGS)
 	@if command -v staticcheck >/dev/null; then staticcheck $(PKGS); fi
+	./scripts/actionlint.sh
 
 clean: ## remove build output
 	rm -rf $(BIN)
