@@ -16,7 +16,7 @@ const (
 	// RoleAdmin may do everything.
 	RoleAdmin = "admin"
 	// RoleCI may create, reset, destroy and read the branches whose names start
-	// with its prefix, and nothing else.
+	// with its prefix, and read what it needs to connect to them (Discover routes).
 	RoleCI = "ci"
 	// RoleRead may read lists, info, metrics and the audit log.
 	RoleRead = "read"
@@ -41,6 +41,9 @@ const (
 	Public Need = iota
 	// Read routes need role read or admin: lists, info, metrics.
 	Read
+	// Discover routes describe what a client needs to connect to a branch (the
+	// sources, where the proxy listens): every role, ci included.
+	Discover
 	// BranchRead routes need role read or admin, or role ci when every branch the
 	// request names starts with the token's prefix; a ci token may also call one
 	// that names no branch (a list), and the handler shows it only its own.
@@ -78,6 +81,8 @@ func (c Caller) allows(n Need, branches []string) bool {
 		return true
 	case Read:
 		return c.Role == RoleAdmin || c.Role == RoleRead
+	case Discover:
+		return c.Role == RoleAdmin || c.Role == RoleRead || c.Role == RoleCI
 	case BranchRead, BranchWrite:
 		if c.Role == RoleAdmin || (n == BranchRead && c.Role == RoleRead) {
 			return true

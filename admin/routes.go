@@ -40,8 +40,8 @@ func (a *API) routes() []Route {
 	return []Route{
 		{Pattern: "GET /healthz", Need: Public, Handler: a.healthz},
 		{Pattern: "GET /metrics", Need: Read, Handler: a.metrics},
-		{Pattern: "GET /v1/info", Need: Read, Handler: a.info},
-		{Pattern: "GET /v1/sources", Need: Read, Handler: a.sources},
+		{Pattern: "GET /v1/info", Need: Discover, Handler: a.info},
+		{Pattern: "GET /v1/sources", Need: Discover, Handler: a.sources},
 		{Pattern: "POST /v1/sources", Need: Admin, Action: "source.add", Target: bodyTarget(false), Handler: a.addSource},
 		{Pattern: "POST /v1/sources/{name}/refresh", Need: Admin, Action: "source.refresh", Handler: a.refreshSource},
 		{Pattern: "DELETE /v1/sources/{name}", Need: Admin, Action: "source.remove", Handler: a.removeSource},

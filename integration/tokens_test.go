@@ -35,6 +35,19 @@ func adminCall(t *testing.T, addr, token, method, path, body string) (int, strin
 	return resp.StatusCode, strings.TrimSpace(string(b))
 }
 
+// waitNoSessions waits until the proxy has seen the sessions of branch end, which
+// it does a moment after their clients close them.
+func waitNoSessions(t *testing.T, s *server, branch string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.branches()[branch].Sessions > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("branch %s still has sessions 10s after its clients closed them", branch)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func TestAdminTokens(t *testing.T) {
 	addr := freeAddr(t)
 	bootstrap := "a-long-enough-admin-token"
@@ -63,10 +76,7 @@ func TestAdminTokens(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.Close(t.Context())
-		// The proxy sees the session end a moment after the client does.
-		for deadline := time.Now().Add(10 * time.Second); s.branches()["pr-1"].Sessions > 0 && time.Now().Before(deadline); {
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitNoSessions(t, s, "pr-1")
 		expect(ci, "POST", "/v1/branches/pr-1/reset", "", 200)
 		if out, err := s.psql(t, "postgres@pr-1", "SELECT count(*) FROM pg_class WHERE relname = 'pr_work'"); err != nil || out != "0" {
 			t.Errorf("after reset by the ci token: %q %v", out, err)
@@ -85,6 +95,7 @@ func TestAdminTokens(t *testing.T) {
 		if len(listed) != 1 || listed[0].Name != "pr-1" {
 			t.Errorf("ci token lists %+v, want only pr-1", listed)
 		}
+		waitNoSessions(t, s, "pr-1")
 		expect(ci, "DELETE", "/v1/branches/pr-1", "", 200)
 		b := s.branches()
 		if _, ok := b["pr-1"]; ok {
@@ -113,6 +124,22 @@ func TestAdminTokens(t *testing.T) {
 		expect("pgbp_not-a-token", "GET", "/v1/branches", "", 401)
 		expect(ci+"x", "DELETE", "/v1/branches/pr-1", "", 401)
 		expect("", "GET", "/healthz", "", 200)
+	})
+
+	t.Run("CLI over --admin-url with the ci token", func(t *testing.T) {
+		remote := func(args ...string) (string, error) {
+			return s.cli(append([]string{"--admin-url", "http://" + addr, "--admin-token", ci}, args...)...)
+		}
+		out, err := remote("branch", "create", "pr-5", "--if-not-exists", "--output", "env")
+		if err != nil || !strings.Contains(out, "PGBRANCH_BRANCH=pr-5\nPGBRANCH_SOURCE=blank\nPGBRANCH_CREATED=true\n") {
+			t.Errorf("branch create --output env with the ci token: %v\n%s", err, out)
+		}
+		if out, err := remote("branch", "reset", "main"); err == nil || !strings.Contains(out, "may not branch.reset branch main") {
+			t.Errorf("branch reset main with the ci token: %v\n%s", err, out)
+		}
+		if out, err := remote("branch", "destroy", "pr-5"); err != nil {
+			t.Errorf("branch destroy pr-5 with the ci token: %v\n%s", err, out)
+		}
 	})
 
 	t.Run("revoked token stops at once", func(t *testing.T) {
@@ -146,6 +173,9 @@ func TestAdminTokens(t *testing.T) {
 			"github branch.destroy main 403",
 			"github branch.create main 403",
 			"github branch.create qa-2 403",
+			"github branch.create pr-5 ok",
+			"github branch.reset main 403",
+			"github branch.destroy pr-5 ok",
 			"grafana branch.reset main 403",
 			"local token.remove github ok",
 		} {
