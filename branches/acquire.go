@@ -22,12 +22,17 @@ type Lease struct {
 	Source  string // the source the route resolved to
 	Branch  string
 	Created bool // this acquisition created the branch
+	use     leaseUse
 }
 
 // Dial connects to the branch server's unix socket.
 func (l *Lease) Dial(ctx context.Context) (net.Conn, error) {
 	var d net.Dialer
-	return d.DialContext(ctx, "unix", l.socket)
+	c, err := d.DialContext(ctx, "unix", l.socket)
+	if err != nil {
+		l.use.failed.Store(true)
+	}
+	return c, err
 }
 
 // Release ends the session. It is safe to call more than once.
@@ -35,7 +40,7 @@ func (l *Lease) Release() {
 	l.once.Do(func() {
 		l.m.mu.Lock()
 		l.b.sessions--
-		l.b.rec.LastUsedAt = l.m.now()
+		l.use.release(l.b, l.m.now())
 		kick := l.b.sessions == 0 && (l.b.rec.Ephemeral || l.b.overQuota)
 		l.m.mu.Unlock()
 		if kick {
@@ -93,6 +98,8 @@ func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, erro
 			created, resetDone = true, true
 		case b.op != nil:
 			o = b.op
+		case serverExited(b):
+			o = m.recordExitLocked(b) // never lease a dead server's socket
 		case b.overQuota:
 			m.mu.Unlock()
 			return nil, m.quotaError(b)
@@ -118,9 +125,10 @@ func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, erro
 			}
 			b.sessions++
 			b.hadSession = true
-			b.rec.LastUsedAt = m.now()
-			m.running.Get(k)
 			l := &Lease{m: m, b: b, socket: b.inst.SocketPath(), Source: source, Branch: route.Branch, Created: created}
+			l.use.prev, l.use.at = b.rec.LastUsedAt, m.now()
+			b.rec.LastUsedAt = l.use.at
+			m.running.Get(k)
 			m.mu.Unlock()
 			return l, nil
 		default:

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/failpoint"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/roles"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
 	"go.uber.org/zap"
@@ -130,6 +131,9 @@ func (m *Manager) forkOnline(ctx context.Context, b *branch, parent string) erro
 	flat := len(layers) > maxLowerLayers
 	if flat {
 		src, layers = m.layoutOf(prec.ID).data, []string{layer}
+	}
+	if err := m.fault(failpoint.Fork, lease.b); err != nil {
+		return err
 	}
 	if err := m.onlineCopy(ctx, conn, sd.PGVersion, "pgbranchproxy fork of "+parent, src, layer); err != nil {
 		return fmt.Errorf("copy parent %q: %w", parent, err)

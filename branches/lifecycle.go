@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/failpoint"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/overlay"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/seed"
@@ -105,8 +106,23 @@ func (m *Manager) save(ctx context.Context, b *branch, reason string, mutate fun
 	if rec.State != prev {
 		m.log.Info("branch state", zap.String("source", rec.Source), zap.String("branch", rec.Name),
 			zap.String("from", string(prev)), zap.String("to", string(rec.State)), zap.String("reason", reason))
+		return m.fault(failpoint.Catalog+string(rec.State), b)
 	}
 	return nil
+}
+
+// fault runs the failpoints of point for b (tests only; a nil set returns at once).
+func (m *Manager) fault(point string, b *branch) error {
+	if m.cfg.Failpoints == nil {
+		return nil
+	}
+	m.mu.Lock()
+	name, pid := b.rec.Name, 0
+	if b.inst != nil {
+		pid = b.inst.PID()
+	}
+	m.mu.Unlock()
+	return m.cfg.Failpoints.Hit(point, name, pid)
 }
 
 // create makes the branch's directories, mounts it and starts its server. On failure
@@ -138,6 +154,9 @@ func (m *Manager) create(ctx context.Context, b *branch, reason string) (err err
 			m.rollbackCreate(b, err)
 		}
 	}()
+	if err := m.fault(failpoint.Catalog+string(catalog.Creating), b); err != nil {
+		return err
+	}
 	l := m.layoutOf(id)
 	if err := os.Mkdir(l.dir, 0o711); err != nil {
 		return fmt.Errorf("make branch directory: %w", err)
@@ -217,6 +236,9 @@ func (m *Manager) startServer(ctx context.Context, b *branch) error {
 	if mounted, err := overlay.IsMounted(l.data); err != nil {
 		return err
 	} else if !mounted {
+		if err := m.fault(failpoint.Mount, b); err != nil {
+			return err
+		}
 		if err := overlay.Mount(overlay.Layout{Lower: rec.Layers, Upper: l.upper, Work: l.work, Merged: l.data}, u.UID, u.GID); err != nil {
 			return err
 		}
@@ -257,6 +279,9 @@ func (m *Manager) startServer(ctx context.Context, b *branch) error {
 	if err := m.placeServer(ctx, rec, &spec); err != nil {
 		return err
 	}
+	if err := m.fault(failpoint.PGStart, b); err != nil {
+		return err
+	}
 	inst, err := m.cfg.Runtime.Start(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("start branch %q: %w", rec.Name, err)
@@ -288,27 +313,61 @@ func (m *Manager) startServer(ctx context.Context, b *branch) error {
 }
 
 // watchExit records a server that exits while the branch is meant to be running.
+// An exit during an operation on the branch is recorded once that operation ends,
+// unless the operation stopped or replaced the server itself.
 func (m *Manager) watchExit(b *branch, inst runtime.Instance) {
 	<-inst.Done()
-	m.mu.Lock()
-	if b.inst != inst || b.op != nil || m.closed {
+	for {
+		m.mu.Lock()
+		if b.inst != inst || m.closed {
+			m.mu.Unlock()
+			return
+		}
+		if o := b.op; o != nil {
+			m.mu.Unlock()
+			<-o.done
+			continue
+		}
+		o := m.recordExitLocked(b)
 		m.mu.Unlock()
+		<-o.done
 		return
 	}
+}
+
+// serverExited reports whether b's server has exited without the exit being
+// recorded yet. m.mu is held.
+func serverExited(b *branch) bool {
+	if b.inst == nil {
+		return false
+	}
+	select {
+	case <-b.inst.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// recordExitLocked starts the operation that records the exit of b's server: it
+// unmounts the branch and marks it stopped, so the next session starts it again.
+// m.mu is held, b.op is nil and serverExited(b) holds.
+func (m *Manager) recordExitLocked(b *branch) *op {
 	b.inst = nil
 	m.running.Remove(key{b.rec.Source, b.rec.Name})
-	o := m.startOp(b, "record exit", func(ctx context.Context) error {
+	return m.startOp(b, "record exit", func(ctx context.Context) error {
 		m.closeIdle(b)
 		l := m.layoutOf(b.rec.ID)
 		m.log.Error("branch server exited unexpectedly", zap.String("branch", b.rec.Name),
 			zap.String("log", runtime.LogTail(l.log, 3)))
+		if err := m.fault(failpoint.Unmount, b); err != nil {
+			return err
+		}
 		if err := overlay.Unmount(l.data); err != nil {
 			return err
 		}
 		return m.save(ctx, b, "server exited", func(r *catalog.Branch) { r.State, r.PID = catalog.Stopped, 0 })
 	})
-	m.mu.Unlock()
-	<-o.done
 }
 
 // stopBranch stops the branch's server cleanly and unmounts it, keeping its data.
@@ -327,6 +386,9 @@ func (m *Manager) stopBranch(ctx context.Context, b *branch, reason string) erro
 		return err
 	}
 	if inst != nil {
+		if err := m.fault(failpoint.PGStop, b); err != nil {
+			return err
+		}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StopTimeout)
 		err := inst.Stop(sctx)
 		cancel()
@@ -339,10 +401,13 @@ func (m *Manager) stopBranch(ctx context.Context, b *branch, reason string) erro
 		m.mu.Unlock()
 	}
 	l := m.layoutOf(rec.ID)
+	if err := m.fault(failpoint.Unmount, b); err != nil {
+		return err
+	}
 	if err := overlay.Unmount(l.data); err != nil {
 		return err
 	}
-	owned, _ := m.usage.Owned(l.upper)
+	owned, _ := m.measure(b, l.upper)
 	return m.save(ctx, b, reason, func(r *catalog.Branch) { r.State, r.PID, r.OwnedBytes = catalog.Stopped, 0, owned })
 }
 
@@ -403,6 +468,9 @@ func (m *Manager) destroyBranch(ctx context.Context, b *branch, reason string) e
 		cancel()
 	}
 	l := m.layoutOf(rec.ID)
+	if err := m.fault(failpoint.Unmount, b); err != nil {
+		return err
+	}
 	if err := overlay.Unmount(l.data); err != nil {
 		return err
 	}

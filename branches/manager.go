@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/failpoint"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/overlay"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/seed"
@@ -56,6 +57,8 @@ type Config struct {
 	MaxIdleServers int
 	// ServerIdleTimeout closes server sessions parked longer than this (default 60s).
 	ServerIdleTimeout time.Duration
+	// Failpoints injects faults at named steps, for tests; nil in production.
+	Failpoints *failpoint.Set
 }
 
 // Manager finds, creates, wakes, stops, resets and destroys branches.

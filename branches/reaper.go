@@ -93,7 +93,7 @@ func (m *Manager) snapshot() ([]view, map[int64]time.Time) {
 	m.mu.Unlock()
 	measured := make(map[*branch]int64, len(todo))
 	for _, t := range todo {
-		if n, err := m.usage.Owned(t.upper); err == nil {
+		if n, err := m.measure(t.b, t.upper); err == nil {
 			measured[t.b] = n
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/failpoint"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/roles"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
 	"go.uber.org/zap"
@@ -58,6 +59,9 @@ func (m *Manager) refreshRoles(ctx context.Context, b *branch) error {
 	}
 	sd, err := m.seedByID(rec.SeedID)
 	if err != nil {
+		return err
+	}
+	if err := m.fault(failpoint.Roles, b); err != nil {
 		return err
 	}
 	set, dbs, err := readRoles(ctx, inst.SocketPath(), sd)

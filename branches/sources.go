@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/failpoint"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/seed"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
 	"go.uber.org/zap"
@@ -193,6 +194,10 @@ func (m *Manager) buildSeed(ctx context.Context, src catalog.Source, req SourceR
 		return catalog.Seed{}, err
 	}
 	start := time.Now()
+	if err := m.cfg.Failpoints.Hit(failpoint.InitDB, src.Name, 0); err != nil {
+		cleanup()
+		return catalog.Seed{}, err
+	}
 	breq := seed.Request{
 		Kind: req.Kind, SQLFile: req.SQLFile, Database: req.Database, URL: req.URL, DataDir: req.DataDir,
 		Dir: filepath.Join(work, "data"), Progress: progress, Image: m.sourceImage(ctx, src.Name),

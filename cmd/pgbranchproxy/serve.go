@@ -211,6 +211,10 @@ func serve(g *globalFlags, f *serveFlags) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
+	fps, err := loadFailpoints(log)
+	if err != nil {
+		return err
+	}
 	rt, err := newRuntime(ctx, f.runtime, stateDir, bins, user, log.Named("runtime"))
 	if err != nil {
 		return err
@@ -233,6 +237,7 @@ func serve(g *globalFlags, f *serveFlags) error {
 
 		MaxIdleServers:    f.idleServers(),
 		ServerIdleTimeout: f.serverIdleTimeout,
+		Failpoints:        fps,
 	}, log.Named("branches"))
 	if err != nil {
 		return err
