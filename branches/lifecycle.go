@@ -27,6 +27,7 @@ const (
 func (m *Manager) startOp(b *branch, what string, fn func(ctx context.Context) error) *op {
 	o := &op{what: what, done: make(chan struct{})}
 	b.op = o
+	b.ops++
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CreateTimeout)
 		defer cancel()

@@ -96,6 +96,7 @@ type branch struct {
 	inst     runtime.Instance
 	sessions int
 	op       *op
+	ops      uint64 // operations started on the branch, to tell a stale measurement
 
 	overQuota    bool      // refuse new sessions (set by the reaper)
 	hadSession   bool      // an ephemeral branch goes when its last session ends, not before its first

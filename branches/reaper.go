@@ -53,11 +53,7 @@ func (m *Manager) reapPass(ctx context.Context) {
 		b.overQuota = over[key{b.rec.Source, b.rec.Name}]
 	}
 	m.mu.Unlock()
-	if len(touched) > 0 {
-		if err := m.cat.Touch(ctx, touched); err != nil && ctx.Err() == nil {
-			m.log.Warn("record last use", zap.Error(err))
-		}
-	}
+	m.persistUse(ctx, touched)
 	for _, a := range acts {
 		if ctx.Err() != nil {
 			return
@@ -78,6 +74,7 @@ func (m *Manager) snapshot() ([]view, map[int64]time.Time) {
 	type measure struct {
 		b     *branch
 		upper string
+		ops   uint64
 	}
 	var todo []measure
 	m.mu.Lock()
@@ -87,14 +84,15 @@ func (m *Manager) snapshot() ([]view, map[int64]time.Time) {
 			continue
 		}
 		if b.inst != nil || b.measuredAt.IsZero() || b.rec.LastUsedAt.After(b.measuredAt) {
-			todo = append(todo, measure{b, m.layoutOf(b.rec.ID).upper})
+			todo = append(todo, measure{b, m.layoutOf(b.rec.ID).upper, b.ops})
 		}
 	}
 	m.mu.Unlock()
 	measured := make(map[*branch]int64, len(todo))
+	started := make(map[*branch]uint64, len(todo))
 	for _, t := range todo {
 		if n, err := m.measure(t.b, t.upper); err == nil {
-			measured[t.b] = n
+			measured[t.b], started[t.b] = n, t.ops
 		}
 	}
 	m.mu.Lock()
@@ -102,12 +100,12 @@ func (m *Manager) snapshot() ([]view, map[int64]time.Time) {
 	views := make([]view, 0, len(m.branches))
 	touched := map[int64]time.Time{}
 	for k, b := range m.branches {
-		if n, ok := measured[b]; ok {
+		// An operation that started since the walk (a reset writes 0) knows better.
+		if n, ok := measured[b]; ok && b.op == nil && b.ops == started[b] {
 			b.rec.OwnedBytes, b.measuredAt = n, now
 		}
 		if b.rec.ID != 0 && !b.rec.LastUsedAt.Equal(b.persistedUse) {
 			touched[b.rec.ID] = b.rec.LastUsedAt
-			b.persistedUse = b.rec.LastUsedAt
 		}
 		views = append(views, view{
 			k: k, running: b.inst != nil, sessions: b.sessions, busy: b.op != nil || b.rec.ID == 0,
@@ -169,4 +167,26 @@ func (m *Manager) updateGauges() {
 	}
 	mt.sessions.Set(float64(sessions))
 	mt.owned.Set(float64(total))
+}
+
+// persistUse writes last-use times to the catalog and marks them saved only once the
+// write succeeded, so that a failed write is tried again by the next pass. The write
+// is detached from ctx, which may be a client's.
+func (m *Manager) persistUse(ctx context.Context, touched map[int64]time.Time) {
+	if len(touched) == 0 {
+		return
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := m.cat.Touch(wctx, touched); err != nil {
+		m.log.Warn("record last use; the next pass tries again", zap.Error(err))
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, b := range m.branches {
+		if t, ok := touched[b.rec.ID]; ok && b.rec.ID != 0 {
+			b.persistedUse = t
+		}
+	}
 }

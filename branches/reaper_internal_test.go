@@ -1,0 +1,115 @@
+package branches
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/failpoint"
+	"go.uber.org/zap"
+)
+
+// newUnitManager is a Manager on a real catalog in a temporary directory, with no
+// runtime: enough for the reaper's bookkeeping.
+func newUnitManager(t *testing.T, fps string) *Manager {
+	t.Helper()
+	dir := t.TempDir()
+	cat, err := catalog.Open(filepath.Join(dir, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	set, err := failpoint.Parse(fps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running, _ := simplelru.NewLRU[key, struct{}](math.MaxInt32, nil)
+	return &Manager{cfg: Config{StateDir: dir, Failpoints: set, CreateTimeout: time.Minute}, log: zap.NewNop(), cat: cat,
+		branches: map[key]*branch{}, sources: map[string]*sourceState{}, running: running,
+		kick: make(chan struct{}, 1), creating: make(chan struct{}, 1)}
+}
+
+// addStopped records a stopped branch last used at t0, as reconcile loads it.
+func addStopped(t *testing.T, m *Manager, name string, t0 time.Time) *branch {
+	t.Helper()
+	rec := catalog.Branch{Source: "s", Name: name, SeedID: 1, State: catalog.Stopped, CreatedAt: t0, StateAt: t0, LastUsedAt: t0}
+	id, err := m.cat.InsertBranch(context.Background(), rec, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.ID = id
+	b := &branch{rec: rec, persistedUse: t0}
+	m.branches[key{"s", name}] = b
+	return b
+}
+
+func lastUseInCatalog(t *testing.T, m *Manager, id int64) time.Time {
+	t.Helper()
+	all, err := m.cat.Branches(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range all {
+		if r.ID == id {
+			return r.LastUsedAt
+		}
+	}
+	t.Fatalf("branch %d not in the catalog", id)
+	return time.Time{}
+}
+
+// A last-use time whose write failed (here: the pass ran on a client's context that
+// was cancelled, as a disk-budget pass does) is written by a later pass.
+func TestReaperRetriesLastUse(t *testing.T) {
+	t.Parallel()
+	m := newUnitManager(t, "")
+	t0 := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
+	b := addStopped(t, m, "b", t0)
+	used := t0.Add(30 * time.Minute)
+	m.mu.Lock()
+	b.rec.LastUsedAt = used
+	m.mu.Unlock()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	m.reapPass(cancelled)
+	m.reapPass(context.Background())
+	if got := lastUseInCatalog(t, m, b.rec.ID); !got.Equal(used) {
+		t.Fatalf("last use in the catalog %s, want %s", got, used)
+	}
+}
+
+// A usage measurement that started before an operation recorded the branch's bytes
+// (a reset writes 0) must not overwrite them.
+func TestStaleUsageDiscarded(t *testing.T) {
+	t.Parallel()
+	m := newUnitManager(t, "usage=1*sleep(400ms)")
+	b := addStopped(t, m, "b", time.Now().UTC())
+	upper := m.layoutOf(b.rec.ID).upper
+	if err := os.MkdirAll(upper, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(upper, "f"), make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { m.reapPass(context.Background()); close(done) }()
+	time.Sleep(100 * time.Millisecond) // the measurement waits in its failpoint
+	err := m.do(context.Background(), key{"s", "b"}, "reset", nil, func(ctx context.Context, b *branch) error {
+		return m.save(ctx, b, "reset", func(r *catalog.Branch) { r.OwnedBytes = 0 })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	m.mu.Lock()
+	owned := b.rec.OwnedBytes
+	m.mu.Unlock()
+	if owned != 0 {
+		t.Fatalf("owned bytes after a reset raced a measurement: %d, want 0", owned)
+	}
+}
