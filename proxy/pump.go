@@ -29,6 +29,8 @@ type pump struct {
 	socks map[int32]*pumpSession
 	stop  bool
 	done  chan struct{}
+
+	beforeEpollAdd func() // tests only: runs in add, under mu, just before the epoll registration
 }
 
 // pumpSession is one session: the client's and the server's sockets, and what each
@@ -124,28 +126,31 @@ func (p *pump) add(client, server net.Conn, writeTimeout time.Duration, track *s
 	server.Close()
 	s := &pumpSession{client: cfd, server: sfd, writeTimeout: writeTimeout, track: track, result: make(chan pumpResult, 1),
 		toServer: pumpDir{buf: make([]byte, 32*1024)}, toClient: pumpDir{buf: make([]byte, 32*1024)}}
+	// Under the lock, so that the loop cannot end the session (closing its
+	// descriptors) or close the epoll set while the session is half registered.
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.stop {
-		p.mu.Unlock()
 		unix.Close(cfd)
 		unix.Close(sfd)
 		s.result <- pumpResult{server: -1}
 		return s.result, nil
 	}
-	p.socks[int32(cfd)], p.socks[int32(sfd)] = s, s
-	p.mu.Unlock()
+	if p.beforeEpollAdd != nil {
+		p.beforeEpollAdd()
+	}
 	ev := unix.EPOLLIN | unix.EPOLLRDHUP
-	for _, fd := range []int{cfd, sfd} {
+	for i, fd := range []int{cfd, sfd} {
 		if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: uint32(ev), Fd: int32(fd)}); err != nil {
-			p.mu.Lock()
-			delete(p.socks, int32(cfd))
-			delete(p.socks, int32(sfd))
-			p.mu.Unlock()
+			if i > 0 {
+				unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, cfd, nil)
+			}
 			unix.Close(cfd)
 			unix.Close(sfd)
 			return nil, fmt.Errorf("epoll add: %w", err)
 		}
 	}
+	p.socks[int32(cfd)], p.socks[int32(sfd)] = s, s
 	return s.result, nil
 }
 
