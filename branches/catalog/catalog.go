@@ -22,10 +22,14 @@ type Catalog struct {
 func Open(path string) (*Catalog, error) {
 	// The catalog holds password verifiers: create it readable by its owner only
 	// (SQLite gives its -wal and -shm files the same mode).
-	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600); err == nil {
-		f.Close()
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create catalog: %w", err)
 	}
-	os.Chmod(path, 0o600)
+	f.Close()
+	if err := os.Chmod(path, 0o600); err != nil {
+		return nil, fmt.Errorf("make catalog private: %w", err)
+	}
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(ON)"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
