@@ -63,7 +63,7 @@ func TestPumpAddRacingClose(t *testing.T) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	res, err := p.add(client, server, time.Second)
+	res, err := p.add(client, server, time.Second, nil)
 	<-closed
 	if taken == nil {
 		taken = openSome(t, 8)
