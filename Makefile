@@ -3,8 +3,10 @@ GO      ?= go
 BIN     := bin
 PKGS    := ./...
 FUZZ_TIME ?= 30s
+SOAK_DURATION ?= 10m
 
 .PHONY: help build shim test test-short run bench fuzz lint deps clean image
+.PHONY: soak
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -34,6 +36,9 @@ run: deps build ## start serve with a demo source and print the psql line to try
 
 bench: deps build ## side-by-side benchmarks (BENCH_QUICK=1 for a short run)
 	$(GO) run ./bench
+
+soak: deps build ## long run under mixed load, fails on leaks and lost writes (SOAK_DURATION, default 10m; needs root)
+	SOAK_DURATION=$(SOAK_DURATION) $(GO) run ./integration/soak --bin $(BIN)/pgbranchproxy --shim $(BIN)/liblazyrw.so
 
 fuzz: ## run every fuzz target for FUZZ_TIME each
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_TIME) ./router
