@@ -108,6 +108,15 @@ func TestCICommands(t *testing.T) {
 	run(2, "branch", "create", "x", "--bogus")
 	run(2, "branch", "create", "x", "--output", "yaml")
 
+	// A token of role ci may not read the server's info or sources: the flags fill in.
+	ci := strings.TrimSpace(s.mustCLI("token", "create", "github", "--role", "ci", "--prefix", "pr-"))
+	out, errOut, code := s.cliCode("--admin-url", "http://"+admin, "--admin-token", ci, "branch", "create", "pr-9", "--if-not-exists", "--port", port, "--output", "json")
+	json.Unmarshal([]byte(out), &res)
+	if code != 0 || !res.Created || res.URL != "postgres://postgres@"+s.addr+"/app%40pr-9" {
+		t.Errorf("create with a ci token: exit %d %+v %s", code, res, errOut)
+	}
+	run(0, "branch", "destroy", "pr-9")
+
 	// A wrong token is an error, not "not found".
 	if _, errOut, code := s.cliCode("--admin-url", "http://"+admin, "--admin-token", "wrong-token-0123456789", "branch", "destroy", "pr-1"); code != 1 || !strings.Contains(errOut, "token") {
 		t.Errorf("wrong token: exit %d: %s", code, errOut)

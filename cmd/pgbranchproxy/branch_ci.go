@@ -175,10 +175,19 @@ func resolveTarget(ctx context.Context, c *client, g *globalFlags, name string, 
 	var info branches.ServerInfo
 	var sources []branches.SourceInfo
 	var list []branches.Info
-	for path, out := range map[string]any{"/v1/info": &info, "/v1/sources": &sources, "/v1/branches": &list} {
-		if err := c.call(ctx, http.MethodGet, path, nil, out); err != nil {
+	if err := c.call(ctx, http.MethodGet, "/v1/branches", nil, &list); err != nil {
+		return resolvedTarget{}, err
+	}
+	// A token of role ci may not read the server's info or its sources: then the
+	// host comes from --admin-url, the port is the default one and the database is
+	// named like the source, unless flags say otherwise.
+	for path, out := range map[string]any{"/v1/info": &info, "/v1/sources": &sources} {
+		if err := c.call(ctx, http.MethodGet, path, nil, out); err != nil && !isStatus(err, http.StatusForbidden) {
 			return resolvedTarget{}, err
 		}
+	}
+	if info.Listen == "" {
+		info.Listen = ":6432"
 	}
 	source := cf.source
 	if source == "" {
@@ -193,6 +202,9 @@ func resolveTarget(ctx context.Context, c *client, g *globalFlags, name string, 
 	}
 	if source == "" && len(sources) == 1 {
 		source = sources[0].Name
+	}
+	if len(sources) == 0 && source != "" {
+		sources = []branches.SourceInfo{{Name: source, Database: source}}
 	}
 	i := slices.IndexFunc(sources, func(s branches.SourceInfo) bool { return s.Name == source })
 	if i < 0 {
