@@ -207,8 +207,12 @@ func (m *Manager) roomLocked() (*op, error) {
 	if running < limit {
 		return nil, nil
 	}
+	var leaving *op                      // a server already on its way out: wait for it rather than refuse
 	for _, k := range m.running.Keys() { // least recently used first
 		b := m.branches[k]
+		if b != nil && b.op != nil && (b.op.what == "stop" || b.op.what == "destroy") && leaving == nil {
+			leaving = b.op
+		}
 		if b == nil || b.op != nil || b.sessions > 0 || b.inst == nil {
 			continue
 		}
@@ -216,6 +220,9 @@ func (m *Manager) roomLocked() (*op, error) {
 		return m.startOp(b, "stop", func(ctx context.Context) error {
 			return m.stopBranch(ctx, b, "max running: least recently used idle branch")
 		}), nil
+	}
+	if leaving != nil {
+		return leaving, nil
 	}
 	return nil, fmt.Errorf("%w: all %d running branches have sessions", ErrTooMany, limit)
 }
