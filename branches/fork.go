@@ -26,7 +26,8 @@ import (
 //     crash the child's start recovers from as from any crash) and nothing writes to
 //     it, so it is copied without starting the parent (fork_stopped.go). While the
 //     parent stays stopped every further fork shares that copy.
-//   - running without sessions: it is stopped first, as idle stop would, then forked
+//   - running without sessions (or whose sessions end within endingSessionGrace):
+//     it is stopped first, as idle stop would, then forked
 //     as a stopped parent; the next connection wakes it.
 //   - running with sessions: an online, backup-consistent copy taken between
 //     pg_backup_start and pg_backup_stop, with the backup_label the child recovers
@@ -40,6 +41,10 @@ import (
 // plus seven fork layers. A fork that would need more flattens.
 const maxLowerLayers = 8
 
+// endingSessionGrace is how long a fork waits for the parent's sessions to end
+// before it takes the online path.
+const endingSessionGrace = 250 * time.Millisecond
+
 // layersDir holds fork layers, shared by every descendant that lists them; a layer
 // is removed when no branch lists it any more.
 func (m *Manager) layersDir() string { return filepath.Join(m.cfg.StateDir, "layers") }
@@ -50,7 +55,7 @@ func (m *Manager) fork(ctx context.Context, b *branch, parent string) error {
 	child := b.rec
 	m.mu.Unlock()
 	pk := key{child.Source, parent}
-	stopTried := false
+	stopTried, graceEnd := false, time.Now().Add(endingSessionGrace)
 	for {
 		m.mu.Lock()
 		pb := m.branches[pk]
@@ -66,6 +71,11 @@ func (m *Manager) fork(ctx context.Context, b *branch, parent string) error {
 			}
 		case pb.inst == nil && pb.rec.State == catalog.Stopped:
 			return m.forkStoppedLocked(ctx, b, pb) // unlocks
+		case pb.inst != nil && pb.sessions > 0 && time.Now().Before(graceEnd):
+			// A client that forks right after closing its session on the parent
+			// usually wins the race against the proxy seeing that session end.
+			m.mu.Unlock()
+			time.Sleep(10 * time.Millisecond)
 		case pb.inst != nil && pb.sessions == 0 && !stopTried:
 			stopTried = true
 			o := m.startOp(pb, "stop", func(ctx context.Context) error {
@@ -138,6 +148,7 @@ func (m *Manager) forkOnline(ctx context.Context, b *branch, parent string) erro
 	if err := m.onlineCopy(ctx, conn, sd.PGVersion, "pgbranchproxy fork of "+parent, src, layer); err != nil {
 		return fmt.Errorf("copy parent %q: %w", parent, err)
 	}
+	digWALHoles(ctx, layer)
 	// The child starts with the parent's roles as of the fork.
 	parentRoles, err := roles.Read(ctx, conn)
 	if err != nil {
@@ -153,6 +164,17 @@ func (m *Manager) forkOnline(ctx context.Context, b *branch, parent string) erro
 func removeServerFiles(layer string) {
 	for _, f := range []string{"postmaster.pid", "postmaster.opts", "backup_label.old"} {
 		os.Remove(filepath.Join(layer, f))
+	}
+}
+
+// digWALHoles turns the zeroed parts of the layer's WAL segments into holes: the
+// segment pg_backup_stop switches to is written out in full, and the child needs
+// none of its zeros on disk. Best effort: a filesystem without hole punching keeps
+// them.
+func digWALHoles(ctx context.Context, layer string) {
+	segs, _ := filepath.Glob(filepath.Join(layer, "pg_wal", "0000*"))
+	for _, seg := range segs {
+		exec.CommandContext(ctx, "fallocate", "--dig-holes", seg).Run()
 	}
 }
 
