@@ -7,6 +7,7 @@ SOAK_DURATION ?= 10m
 
 .PHONY: help build shim test test-short run bench fuzz lint deps clean image
 .PHONY: soak
+.PHONY: bench-branchbench
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -39,6 +40,9 @@ bench: deps build ## side-by-side benchmarks (BENCH_QUICK=1 for a short run)
 
 soak: deps build ## long run under mixed load, fails on leaks and lost writes (SOAK_DURATION, default 10m; needs root)
 	SOAK_DURATION=$(SOAK_DURATION) $(GO) run ./integration/soak --bin $(BIN)/pgbranchproxy --shim $(BIN)/liblazyrw.so
+
+bench-branchbench: deps build ## BranchBench's five agentic workflows (BRANCHBENCH_QUICK=1 for a short run)
+	$(GO) run ./bench/branchbench
 
 fuzz: ## run every fuzz target for FUZZ_TIME each
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_TIME) ./router
