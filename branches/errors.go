@@ -25,6 +25,8 @@ var (
 	ErrQuota = errors.New("branch is over its disk quota")
 	// ErrDiskFull: the disk budget is spent and nothing idle can be evicted.
 	ErrDiskFull = errors.New("disk budget exhausted")
+	// ErrNoSpace: the state directory's filesystem is full.
+	ErrNoSpace = errors.New("no space left for branches")
 	// ErrTooMany: max-running branches all have sessions.
 	ErrTooMany = errors.New("too many running branches")
 )

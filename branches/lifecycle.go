@@ -129,6 +129,7 @@ func (m *Manager) fault(point string, b *branch) error {
 // create makes the branch's directories, mounts it and starts its server. On failure
 // everything it did is undone and the name is free again.
 func (m *Manager) create(ctx context.Context, b *branch, reason string) (err error) {
+	defer func() { err = m.noSpace(err) }()
 	start := time.Now()
 	select {
 	case m.creating <- struct{}{}:
@@ -219,7 +220,8 @@ func (m *Manager) forget(b *branch) {
 }
 
 // startServer mounts the branch if needed and starts its Postgres.
-func (m *Manager) startServer(ctx context.Context, b *branch) error {
+func (m *Manager) startServer(ctx context.Context, b *branch) (err error) {
+	defer func() { err = m.noSpace(err) }()
 	m.mu.Lock()
 	rec := b.rec
 	m.mu.Unlock()

@@ -76,6 +76,8 @@ func classify(err error) clientError {
 		return clientError{code: codeDiskFull, message: err.Error(), hint: "reset or destroy the branch, or raise its quota with: pgbranchproxy branch set NAME --quota SIZE"}
 	case errors.Is(err, branches.ErrDiskFull):
 		return clientError{code: codeDiskFull, message: "no disk budget left for a new branch", hint: "destroy unused branches or raise --disk-budget"}
+	case errors.Is(err, branches.ErrNoSpace):
+		return clientError{code: codeDiskFull, message: "the disk that holds the branches is full", hint: "reset or destroy branches that filled it"}
 	case errors.Is(err, branches.ErrTooMany):
 		return clientError{code: codeTooMany, message: "too many branches are running and all of them have sessions", hint: "try again when a session ends, or raise --max-running"}
 	case errors.Is(err, branches.ErrNotReady):

@@ -44,6 +44,7 @@ type rule struct {
 	point, branch string // branch "" matches every branch
 	act           Action
 	sleep         time.Duration
+	skip          atomic.Int64 // hits that pass before the rule fires
 	left          atomic.Int64 // hits that still fire; negative: unlimited
 }
 
@@ -54,8 +55,9 @@ type Set struct {
 }
 
 // Parse reads a specification: rules separated by ";", each
-// "point[@branch]=[N*]action", where action is error, crash, kill or sleep(DURATION),
-// and N limits the rule to its first N hits. "" gives nil.
+// "point[@branch]=[S>][N*]action", where action is error, crash, kill or
+// sleep(DURATION), S hits pass before the rule fires, and N limits it to N hits.
+// "" gives nil.
 func Parse(spec string) (*Set, error) {
 	spec = strings.TrimSpace(spec)
 	if spec == "" {
@@ -79,11 +81,19 @@ func Parse(spec string) (*Set, error) {
 func parseRule(text string) (*rule, error) {
 	where, what, ok := strings.Cut(text, "=")
 	if !ok || where == "" {
-		return nil, errors.New("want point[@branch]=[N*]action")
+		return nil, errors.New("want point[@branch]=[S>][N*]action")
 	}
 	r := &rule{}
 	r.point, r.branch, _ = strings.Cut(where, "@")
 	r.left.Store(-1)
+	if n, rest, ok := strings.Cut(what, ">"); ok {
+		skip, err := strconv.Atoi(n)
+		if err != nil || skip < 0 {
+			return nil, fmt.Errorf("skip %q: want a non-negative integer", n)
+		}
+		r.skip.Store(int64(skip))
+		what = rest
+	}
 	if n, rest, ok := strings.Cut(what, "*"); ok {
 		count, err := strconv.Atoi(n)
 		if err != nil || count < 1 {
@@ -157,6 +167,15 @@ func (s *Set) Hit(point, branch string, pid int) error {
 
 // take consumes one hit of r, reporting whether it fires.
 func (r *rule) take() bool {
+	for {
+		n := r.skip.Load()
+		if n <= 0 {
+			break
+		}
+		if r.skip.CompareAndSwap(n, n-1) {
+			return false
+		}
+	}
 	for {
 		n := r.left.Load()
 		if n < 0 {

@@ -18,6 +18,8 @@ func TestParse(t *testing.T) {
 		{"mount=error", true},
 		{"mount@b1=2*error; catalog.running@b2=kill", true},
 		{"usage=sleep(10ms)", true},
+		{"roles@b=1>1*kill", true},
+		{"roles@b=x>kill", false},
 		{"mount", false},
 		{"=error", false},
 		{"mount=explode", false},
@@ -51,6 +53,12 @@ func TestHit(t *testing.T) {
 	}
 	if err := s.Hit(failpoint.Mount, "b1", 0); err != nil {
 		t.Errorf("third hit of a 2* rule: %v", err)
+	}
+	skip, _ := failpoint.Parse("roles=1>1*error")
+	for i, want := range []bool{false, true, false} {
+		if err := skip.Hit(failpoint.Roles, "b", 0); (err != nil) != want {
+			t.Errorf("1>1* rule, hit %d: %v, want fired=%v", i, err, want)
+		}
 	}
 	start := time.Now()
 	if err := s.Hit(failpoint.Usage, "any", 0); err != nil || time.Since(start) < 20*time.Millisecond {
