@@ -7,6 +7,9 @@ command -v psql >/dev/null || need+=(postgresql-client)
 command -v cc >/dev/null || need+=(gcc)
 command -v valgrind >/dev/null || need+=(valgrind)
 command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
+command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
+command -v losetup >/dev/null || need+=(mount)
+command -v chattr >/dev/null || need+=(e2fsprogs)
 command -v pgbouncer >/dev/null || need+=(pgbouncer)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
