@@ -119,6 +119,7 @@ func liveFaults() []faultCase {
 // Crashes of serve after each catalog transition of each operation; each is
 // repaired by the next start's reconcile.
 func crashFaults() []faultCase {
+	layersBefore := 0
 	return []faultCase{
 		{name: "crash after creating", rule: "catalog.creating@c-create=1*crash",
 			act: func(t *testing.T, s *server) { psqlWith(s, "app@c-create", "SELECT 1") },
@@ -152,13 +153,17 @@ func crashFaults() []faultCase {
 				}
 			}},
 		{name: "crash during fork", rule: "fork@c-forkp=1*crash",
-			setup: func(t *testing.T, s *server) { mustWrite(t, s, "c-forkp", "p"); s.connect(t, "app@c-forkp") },
+			setup: func(t *testing.T, s *server) {
+				mustWrite(t, s, "c-forkp", "p")
+				s.connect(t, "app@c-forkp")
+				layersBefore = countEntries(filepath.Join(s.state, "layers"))
+			},
 			act: func(t *testing.T, s *server) {
 				psqlWith(s, "app@c-forkc", "SELECT 1", "options='-c pgbranch.from=c-forkp'")
 			},
 			after: func(t *testing.T, s *server) {
-				if entries, _ := os.ReadDir(filepath.Join(s.state, "layers")); len(entries) > 0 {
-					t.Errorf("interrupted fork left layer %s", entries[0].Name())
+				if n := countEntries(filepath.Join(s.state, "layers")); n != layersBefore {
+					t.Errorf("%d fork layers after the interrupted fork, %d before", n, layersBefore)
 				}
 				if out, err := psqlWith(s, "app@c-forkc", "SELECT v FROM t WHERE id = 1", "options='-c pgbranch.from=c-forkp'"); err != nil || out != "p" {
 					t.Fatalf("fork after the crash: %q %v\n%s", out, err, s.logs())
@@ -255,4 +260,9 @@ func TestFaultMatrix(t *testing.T) {
 		t.Errorf("branches at the end:\n%v\nwant\n%v", got, want)
 	}
 	s.stop()
+}
+
+func countEntries(dir string) int {
+	entries, _ := os.ReadDir(dir)
+	return len(entries)
 }

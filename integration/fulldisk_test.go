@@ -54,7 +54,9 @@ func loopFS(t *testing.T, sizeMB int) string {
 // TestFullDisk fills a small state filesystem from one branch. The writing client
 // gets an error, another branch keeps answering, a new branch is refused with 53100
 // (not an internal error), the catalog and the seed survive, and once the filling
-// branch is reset everything works again without a restart.
+// branch is reset everything works again without a restart. Then the catalog's own
+// writes fail for a few seconds (root's reserved blocks taken too), with the same
+// outcome.
 func TestFullDisk(t *testing.T) {
 	mnt := loopFS(t, 300)
 	state := filepath.Join(mnt, "state")
@@ -100,6 +102,32 @@ func TestFullDisk(t *testing.T) {
 		t.Error("the seed changed")
 	}
 	checkCatalog(t, filepath.Join(state, "catalog.db"))
+
+	// Now the catalog's own writes fail too: root's reserve is taken as well.
+	hog := filepath.Join(mnt, "hog")
+	exec.Command("dd", "if=/dev/zero", "of="+hog, "bs=1M").Run() // ends with ENOSPC
+	_, err = s.connectErr("app@late")
+	if code := pgCode(err); code != "53100" {
+		t.Errorf("a new branch while the catalog cannot write: %v (SQLSTATE %q), want 53100\n%s", err, code, s.logs())
+	}
+	if err := other.QueryRow(ctx, "SELECT v FROM t WHERE id = 1").Scan(&v); err != nil || v != "after" {
+		t.Errorf("the other branch's session while the catalog cannot write: %q %v", v, err)
+	}
+	if _, ok := s.branches()["other"]; !ok {
+		t.Error("branch ls while the catalog cannot write lost a branch")
+	}
+	time.Sleep(2 * time.Second) // a few reaper passes whose writes fail
+	if err := os.Remove(hog); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "a new branch once the catalog can write again", func() bool {
+		_, err := s.connectErr("app@late")
+		return err == nil
+	})
+	checkCatalog(t, filepath.Join(state, "catalog.db"))
+	if sum := seedChecksum(t, seedDir(s, "app")); sum != seedSum {
+		t.Error("the seed changed")
+	}
 	other.Close(ctx)
 	s.stop()
 }
