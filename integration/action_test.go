@@ -112,6 +112,8 @@ func runAction(t *testing.T, inputs map[string]string) (map[string]string, int) 
 // TestGitHubAction runs action.yml's steps, as a runner would, against a real
 // server reached over its TCP admin listener.
 func TestGitHubAction(t *testing.T) {
+	// Its own server and state directory: it runs beside the others like it.
+	t.Parallel()
 	admin := freeAddr(t)
 	const token = "action-token-0123456789abcdef"
 	s := startServer(t, newStateDir(t), "--admin-listen", admin, "--admin-token", token)

@@ -36,6 +36,8 @@ type createResult struct {
 // TestCICommands drives the commands a CI job uses, over the TCP admin listener as
 // a remote job would, and checks their output and exit codes.
 func TestCICommands(t *testing.T) {
+	// Its own server and state directory: it runs beside the others like it.
+	t.Parallel()
 	admin := freeAddr(t)
 	const token = "ci-token-0123456789abcdef"
 	s := startServer(t, newStateDir(t), "--admin-listen", admin, "--admin-token", token)
@@ -129,6 +131,8 @@ func TestCICommands(t *testing.T) {
 // TestSourceFromBranch seeds a source from a running branch with a session open on
 // it, branches from that source, and refreshes it from the branch's later state.
 func TestSourceFromBranch(t *testing.T) {
+	// Its own server and state directory: it runs beside the others like it.
+	t.Parallel()
 	s := startServer(t, newStateDir(t))
 	s.seedSQL("app", "CREATE TABLE t (i int); INSERT INTO t VALUES (1);")
 	ctx := context.Background()

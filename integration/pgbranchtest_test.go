@@ -17,6 +17,8 @@ import (
 // packages, one go test run) against a real server, then a deliberately failing
 // test, and checks what it leaves behind.
 func TestPgbranchtestSuite(t *testing.T) {
+	// Its own server and state directory: it runs beside the others like it.
+	t.Parallel()
 	admin := freeAddr(t)
 	const token = "suite-token-0123456789abcdef"
 	s := startServer(t, newStateDir(t), "--admin-listen", admin, "--admin-token", token)
