@@ -113,6 +113,10 @@ func startServer(t testing.TB, state string, extra ...string) *server {
 	if !slices.Contains(extra, "--auth") {
 		s.args = append(s.args, "--auth", "trust")
 	}
+	if r := os.Getenv("INTEGRATION_RELAY"); r != "" && !slices.Contains(extra, "--relay") {
+		// INTEGRATION_RELAY=kernel runs every test's sessions on that relay.
+		s.args = append(s.args, "--relay", r)
+	}
 	s.start()
 	t.Cleanup(s.stop)
 	return s
