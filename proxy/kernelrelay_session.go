@@ -335,6 +335,9 @@ func (k *kernelRelay) finish(ks *ksession, end RelayEnd, log *zap.Logger) RelayR
 	case EndTerminate, EndClientClosed:
 		// The client's last messages reach the server; its Terminate does not.
 		k.forwardClientTail(ks, log)
+		if end == EndTerminate {
+			res.Idle = k.probeIdle(ks)
+		}
 		k.drained(ks, sockmap.ToServer, time.Now().Add(serverDrain))
 	case EndServerClosed:
 		// The server's last words (an error saying why) reach the client.
@@ -391,4 +394,52 @@ func (k *kernelRelay) forwardClientTail(ks *ksession, log *zap.Logger) {
 			log.Debug("kernel relay: forward the client's last bytes", zap.Error(err))
 		}
 	}
+}
+
+// syncMsg is a Sync message: outside an extended query it only makes the server
+// say ReadyForQuery, with its transaction status.
+var syncMsg = []byte{'S', 0, 0, 0, 4}
+
+// probeIdle tells whether the server session is idle outside a transaction with
+// nothing in flight, once the client has terminated: the client was between
+// queries, and a Sync sent behind everything it sent is answered by exactly one
+// ReadyForQuery saying idle, with nothing before it. Server bytes are held, so
+// the answer comes to the proxy.
+func (k *kernelRelay) probeIdle(ks *ksession) bool {
+	st := ks.sm.Slot(sockmap.ToServer)
+	if !st.Boundary || st.Unsynced || st.Flags&sockmap.FlagLost != 0 {
+		return false
+	}
+	if err := k.send(ks, sockmap.ToServer, syncMsg); err != nil {
+		return false
+	}
+	if err := k.settle(ks); err != nil {
+		return false
+	}
+	want := []byte{'Z', 0, 0, 0, 5, 'I'}
+	var got []byte
+	buf := make([]byte, 64)
+	deadline := time.Now().Add(time.Second)
+	for len(got) < len(want) {
+		ms := int(time.Until(deadline) / time.Millisecond)
+		if ms <= 0 {
+			return false
+		}
+		unix.Poll([]unix.PollFd{{Fd: int32(ks.sfd), Events: unix.POLLIN}}, min(ms, 10))
+		n, err := unix.Read(ks.sfd, buf)
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n == 0 {
+			return false
+		}
+		got = append(got, buf[:n]...)
+	}
+	if string(got) != string(want) {
+		return false
+	}
+	// Nothing may follow.
+	time.Sleep(settleTime)
+	n, _ := unix.IoctlGetInt(ks.sfd, unix.SIOCINQ)
+	return n == 0
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/spf13/cobra"
 )
 
@@ -50,7 +51,7 @@ func readRelayInfo(resp *http.Response) *relayInfo {
 	if resp.StatusCode != http.StatusOK {
 		return nil
 	}
-	var p expfmt.TextParser
+	p := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		return nil

@@ -16,6 +16,8 @@ const (
 	offHdrN   = 48 // header bytes of the next message seen so far, 0-4 (program)
 	offFlags  = 56 // FlagTerminate, FlagOverLimit, FlagLost (program)
 	offHdrVal = 64 // length bytes of a header split between packets (program)
+	offType   = 72 // type of the message whose header is being read (program)
+	offUnsync = 80 // client messages sent since its last Query, Sync or FunctionCall (program)
 	slotSize  = 128
 )
 
@@ -199,6 +201,15 @@ func walk() asm.Instructions {
 		asm.JGT.Reg(asm.R2, asm.R8, "bytewise"),
 		asm.Mov.Reg(asm.R1, asm.R6),
 		asm.Mov.Reg(asm.R2, asm.R7),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, stBuf),
+		asm.Mov.Imm(asm.R4, 1),
+		asm.FnSkbLoadBytes.Call(),
+		asm.JNE.Imm(asm.R0, 0, "lost"),
+		asm.LoadMem(asm.R1, asm.RFP, stBuf, asm.Byte),
+		asm.StoreMem(asm.R9, offType, asm.R1, asm.DWord),
+		asm.Mov.Reg(asm.R1, asm.R6),
+		asm.Mov.Reg(asm.R2, asm.R7),
 		asm.Add.Imm(asm.R2, 1),
 		asm.Mov.Reg(asm.R3, asm.RFP),
 		asm.Add.Imm(asm.R3, stBuf),
@@ -211,7 +222,7 @@ func walk() asm.Instructions {
 		asm.Sub.Imm(asm.R1, 4),
 		asm.StoreMem(asm.R9, offRem, asm.R1, asm.DWord),
 		asm.Add.Imm(asm.R7, 5),
-		asm.Ja.Label("loop"),
+		asm.Ja.Label("msg"),
 
 		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("bytewise"),
 		asm.Mov.Reg(asm.R2, asm.R7),
@@ -222,7 +233,11 @@ func walk() asm.Instructions {
 		asm.JNE.Imm(asm.R0, 0, "lost"),
 		asm.Add.Imm(asm.R7, 1),
 		asm.LoadMem(asm.R1, asm.R9, offHdrN, asm.DWord),
-		asm.JEq.Imm(asm.R1, 0, "typebyte"),
+		asm.JNE.Imm(asm.R1, 0, "lenbyte"),
+		asm.LoadMem(asm.R3, asm.RFP, stBuf, asm.Byte),
+		asm.StoreMem(asm.R9, offType, asm.R3, asm.DWord),
+		asm.Ja.Label("typebyte"),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("lenbyte"),
 		asm.LoadMem(asm.R2, asm.R9, offHdrVal, asm.DWord),
 		asm.LSh.Imm(asm.R2, 8),
 		asm.LoadMem(asm.R3, asm.RFP, stBuf, asm.Byte),
@@ -239,6 +254,16 @@ func walk() asm.Instructions {
 		asm.Mov.Imm(asm.R1, 0),
 		asm.StoreMem(asm.R9, offHdrN, asm.R1, asm.DWord),
 		asm.StoreMem(asm.R9, offHdrVal, asm.R1, asm.DWord),
+
+		// A whole header was read: note whether the client is between queries.
+		asm.LoadMem(asm.R1, asm.R9, offType, asm.DWord).WithSymbol("msg"),
+		asm.Mov.Imm(asm.R2, 0),
+		asm.JEq.Imm(asm.R1, 'Q', "sync"),
+		asm.JEq.Imm(asm.R1, 'S', "sync"),
+		asm.JEq.Imm(asm.R1, 'F', "sync"),
+		asm.JEq.Imm(asm.R1, 'X', "loop"),
+		asm.Mov.Imm(asm.R2, 1),
+		asm.StoreMem(asm.R9, offUnsync, asm.R2, asm.DWord).WithSymbol("sync"),
 		asm.Ja.Label("loop"),
 	}
 	return append(insns, lost...)

@@ -107,7 +107,8 @@ func (s *Session) AddInjector(fd int) error {
 func (s *Session) Slot(d Dir) Slot {
 	r, i := s.r, s.idx
 	return Slot{Bytes: r.read(i, d, offBytes), Passed: r.read(i, d, offPassed), Ack: r.read(i, d, offAck),
-		Limit: r.read(i, d, offLimit), Hold: r.read(i, d, offHold), Flags: r.read(i, d, offFlags)}
+		Limit: r.read(i, d, offLimit), Hold: r.read(i, d, offHold), Flags: r.read(i, d, offFlags),
+		Boundary: r.read(i, d, offRem) == 0 && r.read(i, d, offHdrN) == 0, Unsynced: r.read(i, d, offUnsync) != 0}
 }
 
 // Hold makes direction d hand every message to the proxy (on) or redirect again

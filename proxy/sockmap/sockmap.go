@@ -140,7 +140,11 @@ type Slot struct {
 	Ack    uint64 // handed-over bytes the proxy forwarded
 	Limit  uint64 // redirect while Bytes stays at or below; 0: no limit
 	Hold   uint64 // non-zero: everything is handed to the proxy
-	Flags  uint64 // FlagTerminate, FlagOverLimit
+	Flags  uint64 // FlagTerminate, FlagOverLimit, FlagLost
+	// Boundary: the client direction's next byte starts a message (its
+	// Terminate excepted); Unsynced: the client sent messages after its last
+	// Query, Sync or FunctionCall (for the client direction).
+	Boundary, Unsynced bool
 }
 
 func (r *Relay) slotOff(idx uint32, d Dir) int64 { return int64(3*idx+uint32(d)) * slotSize }
