@@ -22,7 +22,6 @@ type faultCase struct {
 	after func(t *testing.T, s *server) // retry and check
 }
 
-
 // Faults met while serve keeps running: the branch's postmaster killed during each
 // operation, and an error from each external step.
 func liveFaults() []faultCase {

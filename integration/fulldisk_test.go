@@ -50,7 +50,6 @@ func loopFS(t *testing.T, sizeMB int) string {
 	return mnt
 }
 
-
 // TestFullDisk fills a small state filesystem from one branch. The writing client
 // gets an error, another branch keeps answering, a new branch is refused with 53100
 // (not an internal error), the catalog and the seed survive, and once the filling
