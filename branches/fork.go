@@ -33,13 +33,26 @@ import (
 //     pg_backup_start and pg_backup_stop, with the backup_label the child recovers
 //     from; the parent's sessions are not disturbed.
 //
-// A chain deeper than maxLowerLayers would pay for its depth on every lookup (and
-// OverlayFS caps the mount options at a page), so such a child gets one layer
-// instead: a merged copy of the parent's whole view, seed included (flattened).
+// A chain deeper than Config.MaxLayers (32 by default), or whose layer paths would
+// not fit the page OverlayFS takes its mount options in, gets one layer instead: a
+// merged copy of the parent's whole view, seed included (flattened).
 
-// maxLowerLayers is the most read-only layers a branch is mounted with: the seed
-// plus seven fork layers. A fork that would need more flattens.
-const maxLowerLayers = 8
+// defaultMaxLayers is how many read-only layers a branch is mounted with at most,
+// unless Config.MaxLayers says otherwise: the seed and 31 fork layers.
+const defaultMaxLayers = 32
+
+// maxOptionBytes keeps the lower layers of a mount well inside the one page the
+// kernel accepts for overlay mount options.
+const maxOptionBytes = 3072
+
+// mustFlatten reports whether a branch mounted with layers must flatten them.
+func (m *Manager) mustFlatten(layers []string) bool {
+	limit := m.cfg.MaxLayers
+	if limit <= 0 {
+		limit = defaultMaxLayers
+	}
+	return len(layers) > limit || len(strings.Join(layers, ":")) > maxOptionBytes
+}
 
 // endingSessionGrace is how long a fork waits for the parent's sessions to end
 // before it takes the online path.
@@ -138,7 +151,7 @@ func (m *Manager) forkOnline(ctx context.Context, b *branch, parent string) erro
 	defer conn.Close(context.WithoutCancel(ctx))
 	// The upper layer alone, or the merged data directory when the chain flattens.
 	src, layers := m.layoutOf(prec.ID).upper, append([]string{layer}, prec.Layers...)
-	flat := len(layers) > maxLowerLayers
+	flat := m.mustFlatten(layers)
 	if flat {
 		src, layers = m.layoutOf(prec.ID).data, []string{layer}
 	}

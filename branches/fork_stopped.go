@@ -82,7 +82,7 @@ func (m *Manager) snapshotStopped(ctx context.Context, prec, child catalog.Branc
 	}
 	defer done()
 	layers := append([]string{layer}, prec.Layers...)
-	flat := len(layers) > maxLowerLayers
+	flat := m.mustFlatten(layers)
 	if flat {
 		mnt := filepath.Join(m.layoutOf(child.ID).dir, "flatten")
 		if err := overlay.MountReadOnly(append([]string{upper}, prec.Layers...), mnt); err != nil {

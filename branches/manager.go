@@ -52,6 +52,9 @@ type Config struct {
 	MaxSessions int
 	// MaxCreating caps creations running at once; others wait their turn (default 4).
 	MaxCreating int
+	// MaxLayers caps the read-only layers a branch of a branch is mounted with; a
+	// fork that would need more flattens (fork.go). Default 32.
+	MaxLayers int
 	// MaxIdleServers caps the idle server sessions parked on one branch for reuse
 	// (see Lease.ReleaseIdle); 0 parks none.
 	MaxIdleServers int

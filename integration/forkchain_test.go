@@ -58,10 +58,10 @@ func TestForkStoppedParent(t *testing.T) {
 
 // TestForkDeepChain forks a chain 12 deep, alternating stopped parents and parents
 // with an open session, with a dropped table and deleted rows on the way: every
-// level reads exactly its ancestors' writes, and no branch is mounted with more than
-// eight read-only layers (deeper chains flatten).
+// level reads exactly its ancestors' writes, and with --max-layers 8 no branch is
+// mounted with more than eight read-only layers (deeper chains flatten).
 func TestForkDeepChain(t *testing.T) {
-	s := startServer(t, newStateDir(t), "--idle-stop", "1h")
+	s := startServer(t, newStateDir(t), "--idle-stop", "1h", "--max-layers", "8")
 	s.seedSQL("shop", shopSQL)
 	ctx := context.Background()
 	if _, err := s.psql(t, "shop@d0", "CREATE TABLE chain (d int); CREATE TABLE doomed (x int)"); err != nil {

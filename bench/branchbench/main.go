@@ -65,10 +65,12 @@ func loadConfig() (config, error) {
 		}
 	}
 	if v := os.Getenv("BRANCHBENCH_WORKFLOWS"); v != "" {
-		var keep []workflow
-		for _, w := range c.workflows {
-			if strings.Contains(","+v+",", ","+w.Name+",") {
-				keep = append(keep, w)
+		var keep []workflow // in the order given
+		for _, name := range strings.Split(v, ",") {
+			for _, w := range c.workflows {
+				if w.Name == strings.TrimSpace(name) {
+					keep = append(keep, w)
+				}
 			}
 		}
 		if len(keep) == 0 {
@@ -154,10 +156,16 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		cfg.logf("%s: %d workers x %d steps", w.Name, w.T, w.S)
 		r, _, err := runWorkflow(ctx, cfg, p, w)
 		if err != nil {
+			if r != nil { // interrupted: report what was done
+				writeTable(out, machine+" (interrupted)", append(results, r), time.Since(start))
+			}
 			return fmt.Errorf("%s: %w", w.Name, err)
 		}
 		cfg.logf("%s: %d/%d steps in %.1f s, max depth %d, %d failed%s", w.Name, r.Completed, w.steps(), r.Wall.Seconds(), r.MaxDepth, r.Failed, errNote(r.Errors))
 		results = append(results, r)
+		var row strings.Builder
+		writeRows(&row, []*result{r})
+		cfg.logf("%s: %s", w.Name, strings.TrimSpace(row.String()))
 		if err := removeAll(ctx, p, cfg.concurrency); err != nil {
 			return fmt.Errorf("remove the branches of %s: %w", w.Name, err)
 		}

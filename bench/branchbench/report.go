@@ -71,11 +71,8 @@ func (r *result) share() float64 {
 // ratio is the p50 of a over the p50 of b.
 func ratio(a, b []float64) float64 { return percentile(a, 50) / percentile(b, 50) }
 
-// writeTable prints the results table, the targets and the machine line.
-func writeTable(out io.Writer, machine string, results []*result, total time.Duration) {
-	fmt.Fprintf(out, "%s\n\n", machine)
-	fmt.Fprintln(out, "| workflow | steps | wall | fork d1 | fork deepest | eval d1 | eval deepest | destroy d1 | destroy deepest | management | peak live | peak servers | peak owned | peak disk | hosted systems (theirs) |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+// writeRows prints one table row per result.
+func writeRows(out io.Writer, results []*result) {
 	for _, r := range results {
 		d := r.MaxDepth
 		theirs := hosted[r.W.Name]
@@ -87,6 +84,14 @@ func writeTable(out io.Writer, machine string, results []*result, total time.Dur
 			r.Completed, r.W.steps(), r.Wall.Seconds(), cell(r.Fork[1]), d, cell(r.Fork[d]), cell(r.Eval[1]), cell(r.Eval[d]),
 			cell(r.Destroy[1]), cell(r.Destroy[d]), r.share(), r.PeakLive, r.PeakRun, mib(r.PeakOwned), mib(r.PeakDisk), theirs)
 	}
+}
+
+// writeTable prints the results table, the targets and the machine line.
+func writeTable(out io.Writer, machine string, results []*result, total time.Duration) {
+	fmt.Fprintf(out, "%s\n\n", machine)
+	fmt.Fprintln(out, "| workflow | steps | wall | fork d1 | fork deepest | eval d1 | eval deepest | destroy d1 | destroy deepest | management | peak live | peak servers | peak owned | peak disk | hosted systems (theirs) |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	writeRows(out, results)
 	fmt.Fprintln(out)
 	for _, r := range results {
 		cross := []string{"none"}

@@ -53,6 +53,7 @@ type serveFlags struct {
 	maxClientConns int
 	maxSessions    int
 	maxCreating    int
+	maxLayers      int
 	writeTimeout   time.Duration
 	adminListen    string
 	adminToken     string
@@ -84,6 +85,7 @@ func newServe(g *globalFlags) *cobra.Command {
 	fl.IntVar(&f.maxClientConns, "max-client-conns", 0, "client connections at once; more get 53300 (0: no limit)")
 	fl.IntVar(&f.maxSessions, "max-sessions", 0, "sessions per branch; more get 53300 (0: no limit)")
 	fl.IntVar(&f.maxCreating, "max-creating", 4, "branch creations at once; more wait their turn")
+	fl.IntVar(&f.maxLayers, "max-layers", 32, "read-only layers a branch of a branch may be mounted with; deeper forks flatten")
 	fl.DurationVar(&f.writeTimeout, "client-write-timeout", time.Minute, "cut off a client that does not read its results for this long")
 	fl.StringVar(&f.adminListen, "admin-listen", "", "also serve the admin API on this TCP address, to bearer tokens (--admin-token, token create)")
 	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token of role admin for --admin-listen, named bootstrap (or PGBRANCH_ADMIN_TOKEN; at least 16 characters)")
@@ -241,6 +243,7 @@ func serve(g *globalFlags, f *serveFlags) error {
 		Metrics:       metrics,
 		MaxSessions:   f.maxSessions,
 		MaxCreating:   f.maxCreating,
+		MaxLayers:     f.maxLayers,
 
 		MaxIdleServers:    f.idleServers(),
 		ServerIdleTimeout: f.serverIdleTimeout,
