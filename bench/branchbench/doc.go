@@ -16,7 +16,8 @@
 // The markdown report goes to stdout, progress to stderr. Environment:
 //
 //	BRANCHBENCH_QUICK=1          fewer workers and steps and a 2-warehouse seed (under three minutes)
-//	BRANCHBENCH_WORKFLOWS=a,b    run only these workflows
+//	BRANCHBENCH_WORKFLOWS=a,b    run only these workflows, in this order
+//	BRANCHBENCH_STEPS=n          steps per worker (S) of every workflow, instead of the tuple's
 //	BRANCHBENCH_CONCURRENCY=n    client connections at once (default 8)
 //	BRANCHBENCH_MAX_RUNNING=n    the proxy's --max-running (default 12)
 //	BENCH_JSON=path              also write [{"name","value","unit",...}] to path

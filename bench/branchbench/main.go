@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -77,6 +78,16 @@ func loadConfig() (config, error) {
 			return c, fmt.Errorf("BRANCHBENCH_WORKFLOWS=%q names none of simulation, data_cleaning, software_dev, mcts, failure_repro", v)
 		}
 		c.workflows = keep
+	}
+	if v := os.Getenv("BRANCHBENCH_STEPS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return c, fmt.Errorf("BRANCHBENCH_STEPS=%q: want a positive integer", v)
+		}
+		c.workflows = slices.Clone(c.workflows)
+		for i := range c.workflows {
+			c.workflows[i].S = n
+		}
 	}
 	c.binDir = os.Getenv("BENCH_BIN")
 	if c.binDir == "" {
