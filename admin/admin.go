@@ -21,6 +21,8 @@ type Manager interface {
 	RemoveSource(ctx context.Context, name string) error
 	Sources() []branches.SourceInfo
 	List() []branches.Info
+	ListAll() []branches.Info
+	SetWarm(ctx context.Context, source string, warm int) error
 	Create(ctx context.Context, name string, opts branches.CreateOptions) error
 	Reset(ctx context.Context, source, name string) error
 	Destroy(ctx context.Context, source, name string) error
@@ -132,9 +134,13 @@ func (a *API) removeSource(w http.ResponseWriter, r *http.Request) {
 	a.result(w, a.m.RemoveSource(r.Context(), r.PathValue("name")))
 }
 
-// listBranches lists every branch; a ci token sees only those under its prefix.
+// listBranches lists every branch (with ?all=true warm pool members too); a ci
+// token sees only those under its prefix.
 func (a *API) listBranches(w http.ResponseWriter, r *http.Request) {
 	all := a.m.List()
+	if q := r.URL.Query().Get("all"); q == "true" || q == "1" {
+		all = a.m.ListAll()
+	}
 	c := CallerFrom(r.Context())
 	out := make([]branches.Info, 0, len(all))
 	for _, b := range all {

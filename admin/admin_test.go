@@ -50,6 +50,13 @@ func (f *fakeManager) List() []branches.Info {
 	}
 	return out
 }
+func (f *fakeManager) ListAll() []branches.Info {
+	return []branches.Info{{Name: "_pool-1", Source: "app", State: "pooled"}, {Name: "b1", Source: "app"}}
+}
+func (f *fakeManager) SetWarm(_ context.Context, source string, warm int) error {
+	f.calls = append(f.calls, fmt.Sprintf("warm %s %d", source, warm))
+	return f.err
+}
 func (f *fakeManager) Create(_ context.Context, name string, o branches.CreateOptions) error {
 	f.calls = append(f.calls, fmt.Sprintf("create %s from=%s ttl=%s", name, o.From, o.TTL))
 	return f.err

@@ -74,6 +74,10 @@ func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, erro
 		var o *op
 		switch {
 		case b == nil:
+			if o = m.claimLocked(k, route); o != nil {
+				created, resetDone = true, true // a member is at its base already
+				break
+			}
 			if m.overBudgetLocked() {
 				m.mu.Unlock()
 				if err := m.makeBudgetRoom(ctx); err != nil {
@@ -198,14 +202,17 @@ func (m *Manager) roomLocked() (*op, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	running := 0
-	for _, b := range m.branches {
-		if b.inst != nil || (b.op != nil && (b.op.what == "create" || b.op.what == "wake")) {
-			running++
-		}
-	}
-	if running < limit {
+	if m.runningLocked() < limit {
 		return nil, nil
+	}
+	for _, k := range m.running.Keys() { // pool members go first
+		b := m.branches[k]
+		if b != nil && b.rec.Pooled && b.op == nil {
+			m.cfg.Metrics.action("evict", "max_running")
+			return m.startOp(b, "destroy", func(ctx context.Context) error {
+				return m.destroyBranch(ctx, b, "max running: warm pool member makes room")
+			}), nil
+		}
 	}
 	var leaving *op                      // a server already on its way out: wait for it rather than refuse
 	for _, k := range m.running.Keys() { // least recently used first

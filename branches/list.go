@@ -30,12 +30,21 @@ type Info struct {
 }
 
 // List describes every branch, by source and name. Owned bytes are measured now.
-func (m *Manager) List() []Info {
+// Warm pool members are left out; ListAll includes them.
+func (m *Manager) List() []Info { return m.list(false) }
+
+// ListAll describes every branch and every warm pool member (state "pooled").
+func (m *Manager) ListAll() []Info { return m.list(true) }
+
+func (m *Manager) list(all bool) []Info {
 	m.mu.Lock()
 	out := make([]Info, 0, len(m.branches))
 	ids := make([]int64, 0, len(m.branches))
 	for _, b := range m.branches {
 		r := b.rec
+		if r.Pooled && !all {
+			continue
+		}
 		info := Info{Name: r.Name, Source: r.Source, State: string(r.State), CowMode: r.CowMode, OwnedBytes: r.OwnedBytes,
 			Sessions: b.sessions, IdleServers: b.idleCount, Parent: r.Parent, Ephemeral: r.Ephemeral, PID: r.PID, CreateMS: r.CreateMS,
 			Error: r.Error, CreatedAt: r.CreatedAt, LastUsedAt: r.LastUsedAt, OverQuota: b.overQuota}
@@ -45,6 +54,9 @@ func (m *Manager) List() []Info {
 		}
 		if b.op != nil && b.op.what == "create" {
 			info.State = "creating"
+		}
+		if r.Pooled && r.State == "running" && b.op == nil {
+			info.State = "pooled"
 		}
 		ttl := r.TTL
 		if ttl == 0 {

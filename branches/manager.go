@@ -62,6 +62,11 @@ type Config struct {
 	ServerIdleTimeout time.Duration
 	// Failpoints injects faults at named steps, for tests; nil in production.
 	Failpoints *failpoint.Set
+	// Warm is how many branches each source keeps created and running for new branch
+	// names to claim, unless the source says otherwise; 0: no pool.
+	Warm int
+	// Prewarm, if set, opens server sessions on pool members ahead of their clients.
+	Prewarm Prewarmer
 }
 
 // Manager finds, creates, wakes, stops, resets and destroys branches.
@@ -190,6 +195,7 @@ func New(ctx context.Context, cfg Config, log *zap.Logger) (*Manager, error) {
 	rctx, cancel := context.WithCancel(context.Background())
 	m.stopReaper = cancel
 	go m.reaper(rctx)
+	m.refillPools()
 	return m, nil
 }
 

@@ -15,6 +15,7 @@ type Metrics struct {
 	sessions  prometheus.Gauge
 	owned     prometheus.Gauge
 	reapPass  prometheus.Histogram
+	pool      *prometheus.CounterVec // event: claim, miss
 }
 
 // NewMetrics makes the collectors.
@@ -35,6 +36,10 @@ func NewMetrics() *Metrics {
 		}, []string{"state"}),
 		sessions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pgbranch_sessions", Help: "Open client sessions on branches."}),
 		owned:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "pgbranch_owned_bytes", Help: "Bytes all branches own, as of the last reaper pass."}),
+		pool: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pgbranch_pool_events_total",
+			Help: "Warm pool claims (a new branch served by a pooled one) and misses (none was ready).",
+		}, []string{"event"}),
 		reapPass: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "pgbranch_reaper_pass_seconds",
 			Help:    "Duration of one reaper pass.",
@@ -45,12 +50,18 @@ func NewMetrics() *Metrics {
 
 // Collectors lists the collectors to register.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.actions, m.durations, m.byState, m.sessions, m.owned, m.reapPass}
+	return []prometheus.Collector{m.actions, m.durations, m.byState, m.sessions, m.owned, m.reapPass, m.pool}
 }
 
 func (m *Metrics) action(action, reason string) {
 	if m != nil {
 		m.actions.WithLabelValues(action, reason).Inc()
+	}
+}
+
+func (m *Metrics) poolEvent(event string) {
+	if m != nil {
+		m.pool.WithLabelValues(event).Inc()
 	}
 }
 

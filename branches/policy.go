@@ -31,6 +31,7 @@ type view struct {
 	running    bool
 	sessions   int
 	busy       bool // an operation is in flight
+	pooled     bool // a warm pool member: only the budget can take it, first of all
 	ephemeral  bool
 	ttl        time.Duration
 	quota      int64
@@ -74,7 +75,7 @@ func plan(p Policy, now time.Time, views []view) (acts []action, overQuota map[k
 		if quota > 0 && v.owned > quota {
 			overQuota[v.k] = true
 		}
-		if v.busy || v.sessions > 0 {
+		if v.busy || v.sessions > 0 || v.pooled {
 			continue
 		}
 		idle := now.Sub(v.lastUsedAt)
@@ -96,25 +97,27 @@ func plan(p Policy, now time.Time, views []view) (acts []action, overQuota map[k
 		return acts, overQuota
 	}
 	// Over the budget: count what the actions above free, then evict idle branches,
-	// least recently used first: ephemeral, then expired-looking (idle past their
-	// idle-stop), then any whose quota policy allows a reset.
+	// least recently used first: warm pool members, ephemeral, then expired-looking
+	// (idle past their idle-stop), then any whose quota policy allows a reset.
 	for _, a := range acts {
 		if a.kind != actStop {
 			total -= ownedOf(views, a.k)
 		}
 	}
-	groups := [3][]view{}
+	groups := [4][]view{}
 	for _, v := range views {
 		if done[v.k] || v.busy || v.sessions > 0 || v.owned == 0 {
 			continue
 		}
 		switch {
-		case v.ephemeral:
+		case v.pooled:
 			groups[0] = append(groups[0], v)
-		case p.IdleStop > 0 && now.Sub(v.lastUsedAt) >= p.IdleStop:
+		case v.ephemeral:
 			groups[1] = append(groups[1], v)
-		case p.QuotaPolicy != QuotaRefuse:
+		case p.IdleStop > 0 && now.Sub(v.lastUsedAt) >= p.IdleStop:
 			groups[2] = append(groups[2], v)
+		case p.QuotaPolicy != QuotaRefuse:
+			groups[3] = append(groups[3], v)
 		}
 	}
 	for i, g := range groups {
@@ -124,7 +127,10 @@ func plan(p Policy, now time.Time, views []view) (acts []action, overQuota map[k
 				return acts, overQuota
 			}
 			kind, reason := actReset, "disk budget: least recently used"
-			if i == 0 {
+			switch i {
+			case 0:
+				kind, reason = actDestroy, "disk budget: warm pool member"
+			case 1:
 				kind, reason = actDestroy, "disk budget: ephemeral"
 			}
 			add(v, kind, "disk_budget", reason, true)

@@ -44,6 +44,12 @@ func TestPlan(t *testing.T) {
 			{k: k("eph"), owned: 100, ephemeral: false, lastUsedAt: now},
 			{k: k("busy"), owned: 100, sessions: 1, lastUsedAt: ago(10 * time.Hour)},
 		}, map[string]actionKind{"old": actReset, "new": actReset}, nil},
+		{"pool members are never idle-stopped or expired", Policy{IdleStop: time.Second, TTL: time.Second, MaxAge: time.Second, QuotaPolicy: QuotaReset},
+			[]view{{k: k("_pool-1"), pooled: true, running: true, owned: 10, createdAt: ago(time.Hour), lastUsedAt: ago(time.Hour)}}, nil, nil},
+		{"budget takes pool members first", Policy{DiskBudget: 150, QuotaPolicy: QuotaReset}, []view{
+			{k: k("old"), owned: 100, lastUsedAt: ago(3 * time.Hour)},
+			{k: k("_pool-1"), pooled: true, running: true, owned: 60, lastUsedAt: now},
+		}, map[string]actionKind{"_pool-1": actDestroy}, nil},
 		{"budget with refuse policy evicts nothing resettable", Policy{DiskBudget: 10, QuotaPolicy: QuotaRefuse}, []view{
 			{k: k("a"), owned: 100, lastUsedAt: ago(time.Hour)},
 		}, nil, nil},

@@ -62,6 +62,7 @@ func (m *Manager) reapPass(ctx context.Context) {
 	}
 	m.refreshRunningRoles(ctx)
 	m.expireIdle()
+	m.refillPools()
 	m.updateGauges()
 	if m.cfg.Metrics != nil {
 		m.cfg.Metrics.reapPass.Observe(time.Since(start).Seconds())
@@ -109,7 +110,7 @@ func (m *Manager) snapshot() ([]view, map[int64]time.Time) {
 		}
 		views = append(views, view{
 			k: k, running: b.inst != nil, sessions: b.sessions, busy: b.op != nil || b.rec.ID == 0,
-			ephemeral: b.rec.Ephemeral && b.hadSession, ttl: b.rec.TTL, quota: b.rec.Quota, owned: b.rec.OwnedBytes,
+			pooled: b.rec.Pooled, ephemeral: b.rec.Ephemeral && b.hadSession, ttl: b.rec.TTL, quota: b.rec.Quota, owned: b.rec.OwnedBytes,
 			createdAt: b.rec.CreatedAt, lastUsedAt: b.rec.LastUsedAt,
 		})
 	}
@@ -157,12 +158,16 @@ func (m *Manager) updateGauges() {
 	sessions := 0
 	m.mu.Lock()
 	for _, b := range m.branches {
+		if b.rec.Pooled {
+			counts["pooled"]++
+			continue
+		}
 		counts[b.rec.State]++
 		sessions += b.sessions
 	}
 	total := m.ownedTotal
 	m.mu.Unlock()
-	for _, s := range []catalog.State{catalog.Creating, catalog.Starting, catalog.Running, catalog.Stopping, catalog.Stopped, catalog.Resetting, catalog.Destroying, catalog.Failed} {
+	for _, s := range []catalog.State{catalog.Creating, catalog.Starting, catalog.Running, catalog.Stopping, catalog.Stopped, catalog.Resetting, catalog.Destroying, catalog.Failed, "pooled"} {
 		mt.byState.WithLabelValues(string(s)).Set(float64(counts[s]))
 	}
 	mt.sessions.Set(float64(sessions))

@@ -28,6 +28,8 @@ type SourceRequest struct {
 	// Server is the image its seeds and servers run in and its servers' limits,
 	// under a container runtime; zero fields take the server's defaults.
 	Server catalog.ServerSettings
+	// Warm is how many pooled branches the source keeps; nil: the server's default.
+	Warm *int
 }
 
 // SourceInfo describes one source and its current seed.
@@ -39,6 +41,8 @@ type SourceInfo struct {
 	Databases  []string  `json:"databases"`
 	Database   string    `json:"database,omitempty"` // the database clients use by default ("" when the source does not say)
 	Branches   int       `json:"branches"`
+	Warm       int       `json:"warm"`   // pooled branches it keeps
+	Pooled     int       `json:"pooled"` // pooled branches ready or being made
 	CreatedAt  time.Time `json:"created_at"`
 	SeededAt   time.Time `json:"seeded_at"`
 }
@@ -83,7 +87,13 @@ func (m *Manager) AddSource(ctx context.Context, req SourceRequest, progress fun
 		return SourceInfo{}, fmt.Errorf("%w: unknown source kind %q", ErrInvalid, req.Kind)
 	}
 	now := m.now()
-	src := catalog.Source{Name: req.Name, Kind: req.Kind, Spec: spec, DefaultDatabase: req.Database, CreatedAt: now}
+	src := catalog.Source{Name: req.Name, Kind: req.Kind, Spec: spec, DefaultDatabase: req.Database, CreatedAt: now, Warm: -1}
+	if req.Warm != nil {
+		if *req.Warm < 0 {
+			return SourceInfo{}, fmt.Errorf("%w: warm %d: want 0 or more", ErrInvalid, *req.Warm)
+		}
+		src.Warm = *req.Warm
+	}
 	m.mu.Lock()
 	closed := m.closed
 	m.mu.Unlock()
@@ -109,6 +119,7 @@ func (m *Manager) AddSource(ctx context.Context, req SourceRequest, progress fun
 	m.mu.Lock()
 	m.sources[src.Name] = &sourceState{src: src, seed: &sd}
 	m.mu.Unlock()
+	m.refillPools()
 	return m.sourceInfo(src.Name), nil
 }
 
@@ -140,6 +151,7 @@ func (m *Manager) RefreshSource(ctx context.Context, name string, progress func(
 	m.mu.Lock()
 	st.seed = &sd
 	m.mu.Unlock()
+	m.refillPools() // pool members of the old generation are replaced, never handed out
 	m.collectSeeds(ctx)
 	return m.sourceInfo(name), nil
 }
@@ -253,8 +265,13 @@ func (m *Manager) RemoveSource(ctx context.Context, name string) error {
 		return fmt.Errorf("source %q: %w", name, ErrNotFound)
 	}
 	n := 0
-	for k := range m.branches {
-		if k.source == name {
+	var pooled []key
+	for k, b := range m.branches {
+		switch {
+		case k.source != name:
+		case b.rec.Pooled:
+			pooled = append(pooled, k)
+		default:
 			n++
 		}
 	}
@@ -262,8 +279,15 @@ func (m *Manager) RemoveSource(ctx context.Context, name string) error {
 		m.mu.Unlock()
 		return fmt.Errorf("source %q has %d branches: destroy them first: %w", name, n, ErrBusy)
 	}
-	delete(m.sources, name)
+	delete(m.sources, name) // no more refills
 	m.mu.Unlock()
+	for _, k := range pooled {
+		if err := m.do(ctx, k, "destroy", nil, func(ctx context.Context, b *branch) error {
+			return m.destroyBranch(ctx, b, "source removed")
+		}); err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+	}
 	if err := m.cat.DeleteSource(ctx, name); err != nil {
 		return err
 	}
@@ -297,8 +321,13 @@ func (m *Manager) sourceInfo(name string) SourceInfo {
 	if s.seed != nil {
 		info.Generation, info.PGVersion, info.Databases, info.SeededAt = s.seed.Generation, s.seed.PGVersion, s.seed.Databases, s.seed.ReadyAt
 	}
-	for k := range m.branches {
-		if k.source == name {
+	info.Warm = m.warmLocked(s)
+	for k, b := range m.branches {
+		switch {
+		case k.source != name:
+		case b.rec.Pooled:
+			info.Pooled++
+		default:
 			info.Branches++
 		}
 	}

@@ -52,6 +52,10 @@ func startupKey(params map[string]string) string {
 	return b.String()
 }
 
+// KeyOf returns the startup key of a session with these parameters. Engines use it
+// to name the server sessions they open ahead of clients (OpenIdle).
+func KeyOf(params map[string]string) string { return startupKey(params) }
+
 // OpenIdle starts a server session ahead of any client, for the startup key that
 // KeyOf gives, so that an engine can keep it idle for the first client with that key.
 // The returned value is what Lease.TakeIdle later hands back to the proxy.

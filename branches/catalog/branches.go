@@ -45,17 +45,20 @@ type Branch struct {
 	CreatedAt  time.Time
 	LastUsedAt time.Time
 	StateAt    time.Time
+	// Pooled marks a member of its source's warm pool: created and started ahead of
+	// demand under a placeholder name, until a client's new branch claims it.
+	Pooled bool
 }
 
 const branchCols = `id, source, name, seed_id, parent, layers, state, cow_mode, pid, ttl_ns, ephemeral, quota, roles,
-	owned_bytes, create_ms, error, created_at, last_used_at, state_at, databases`
+	owned_bytes, create_ms, error, created_at, last_used_at, state_at, databases, pooled`
 
 func scanBranch(sc interface{ Scan(...any) error }) (Branch, error) {
 	var b Branch
 	var layers, dbs string
 	var ttl, created, used, stateAt int64
 	err := sc.Scan(&b.ID, &b.Source, &b.Name, &b.SeedID, &b.Parent, &layers, &b.State, &b.CowMode, &b.PID,
-		&ttl, &b.Ephemeral, &b.Quota, &b.Roles, &b.OwnedBytes, &b.CreateMS, &b.Error, &created, &used, &stateAt, &dbs)
+		&ttl, &b.Ephemeral, &b.Quota, &b.Roles, &b.OwnedBytes, &b.CreateMS, &b.Error, &created, &used, &stateAt, &dbs, &b.Pooled)
 	b.Layers, b.Databases = splitList(layers), splitList(dbs)
 	b.TTL = time.Duration(ttl)
 	b.CreatedAt, b.LastUsedAt, b.StateAt = fromNano(created), fromNano(used), fromNano(stateAt)
@@ -68,11 +71,11 @@ func (c *Catalog) InsertBranch(ctx context.Context, b Branch, reason string) (in
 	var id int64
 	err := c.tx(ctx, func(tx sqlTx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO branches (source, name, seed_id, parent, layers, state, cow_mode, pid,
-			ttl_ns, ephemeral, quota, roles, owned_bytes, create_ms, error, created_at, last_used_at, state_at, databases)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			ttl_ns, ephemeral, quota, roles, owned_bytes, create_ms, error, created_at, last_used_at, state_at, databases, pooled)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			b.Source, b.Name, b.SeedID, b.Parent, joinList(b.Layers), b.State, b.CowMode, b.PID,
 			int64(b.TTL), b.Ephemeral, b.Quota, b.Roles, b.OwnedBytes, b.CreateMS, b.Error,
-			unixNano(b.CreatedAt), unixNano(b.LastUsedAt), unixNano(b.StateAt), joinList(b.Databases))
+			unixNano(b.CreatedAt), unixNano(b.LastUsedAt), unixNano(b.StateAt), joinList(b.Databases), b.Pooled)
 		if isUnique(err) {
 			return fmt.Errorf("branch %q of source %q: %w", b.Name, b.Source, ErrExists)
 		}

@@ -15,6 +15,8 @@ type column struct {
 // addedColumns lists every column added after its table's CREATE TABLE in schema.
 // Append new columns here (and never to the CREATE TABLE of an existing table).
 var addedColumns = []column{
+	{"branches", "pooled", "INTEGER NOT NULL DEFAULT 0"},  // a warm pool member, not yet claimed
+	{"sources", "warm", "INTEGER NOT NULL DEFAULT -1"},    // pool size; -1: the server's --warm
 	{"branches", "databases", "TEXT NOT NULL DEFAULT ''"}, // read with the roles; the 3D000 check of a new branch's base
 }
 

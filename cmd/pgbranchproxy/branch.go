@@ -24,14 +24,18 @@ func newBranch(g *globalFlags) *cobra.Command {
 }
 
 func newBranchLs(g *globalFlags) *cobra.Command {
-	var asJSON, usage bool
+	var asJSON, usage, all bool
 	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List branches",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var out []branches.Info
-			if err := newClient(g).call(cmd.Context(), http.MethodGet, "/v1/branches", nil, &out); err != nil {
+			path := "/v1/branches"
+			if all {
+				path += "?all=true"
+			}
+			if err := newClient(g).call(cmd.Context(), http.MethodGet, path, nil, &out); err != nil {
 				return err
 			}
 			if asJSON {
@@ -57,6 +61,7 @@ func newBranchLs(g *globalFlags) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&usage, "usage", false, "show the MiB each branch owns")
+	cmd.Flags().BoolVar(&all, "all", false, "list warm pool members too (state pooled)")
 	return cmd
 }
 

@@ -248,6 +248,8 @@ func serve(g *globalFlags, f *serveFlags) error {
 		MaxIdleServers:    f.idleServers(),
 		ServerIdleTimeout: f.serverIdleTimeout,
 		Failpoints:        fps,
+		Warm:              f.warm,
+		Prewarm:           prewarmer{users: f.warmUsers},
 	}, log.Named("branches"))
 	if err != nil {
 		return err

@@ -19,13 +19,14 @@ import (
 
 func newSource(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "source", Short: "Manage sources (the seeded databases branches are made from)"}
-	cmd.AddCommand(newSourceAdd(g), newSourceLs(g), newSourceRm(g), newSourceRefresh(g))
+	cmd.AddCommand(newSourceAdd(g), newSourceLs(g), newSourceRm(g), newSourceRefresh(g), newSourceSet(g))
 	return cmd
 }
 
 func newSourceAdd(g *globalFlags) *cobra.Command {
 	var req branches.SourceRequest
 	var empty bool
+	var warm int
 	cmd := &cobra.Command{
 		Use:   "add NAME (--from-sql FILE [--database DB] | --from-url URL | --from-datadir PATH | --from-branch SOURCE/BRANCH | --empty)",
 		Short: "Add a source and build its settled seed; returns when it is ready",
@@ -66,6 +67,9 @@ func newSourceAdd(g *globalFlags) *cobra.Command {
 			default:
 				req.Kind = seed.KindEmpty
 			}
+			if cmd.Flags().Changed("warm") {
+				req.Warm = &warm
+			}
 			return streamSeed(cmd, g, "/v1/sources", req)
 		},
 	}
@@ -76,6 +80,7 @@ func newSourceAdd(g *globalFlags) *cobra.Command {
 	cmd.Flags().StringVar(&req.Branch, "from-branch", "", "copy this running branch online (SOURCE/BRANCH), e.g. a migrated schema")
 	cmd.Flags().BoolVar(&empty, "empty", false, "an empty cluster (initdb)")
 	addSourceServerFlags(cmd.Flags(), &req.Server)
+	cmd.Flags().IntVar(&warm, "warm", 0, "branches of its newest seed to keep created and running for new names to claim (default: serve's --warm)")
 	return cmd
 }
 

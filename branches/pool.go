@@ -1,0 +1,291 @@
+package branches
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/router"
+	"go.uber.org/zap"
+)
+
+// The warm pool. Each source keeps Warm branches of its newest seed generation
+// created and running, under placeholder names no client can write (they start with
+// '_'). A connection to a branch name never seen claims one: one catalog transaction
+// gives it the name and the connection's options, and a refill brings the pool back
+// to size in the background. Members count against MaxRunning and the disk budget
+// and are the first to go when room is needed; members of an older generation, or
+// that stopped, are replaced.
+
+// Prewarmer opens server sessions on a pooled branch ahead of its first client, so
+// that a claim needs no backend fork either. The proxy implements it.
+type Prewarmer interface {
+	// Open starts a server session for a startup key on the server dial reaches.
+	Open(ctx context.Context, dial func(context.Context) (net.Conn, error), key string) (io.Closer, error)
+	// UserKeys returns the startup keys of the sessions opened for every pooled
+	// branch whatever clients did (serve's --warm-user), for the source's database.
+	UserKeys(database string) []string
+}
+
+// poolPrefix starts the names of pool members: '_' is never in a branch name.
+const poolPrefix = "_pool-"
+
+// warmLocked is how many members source s keeps. m.mu is held.
+func (m *Manager) warmLocked(s *sourceState) int {
+	if s.src.Warm >= 0 {
+		return s.src.Warm
+	}
+	return m.cfg.Warm
+}
+
+// claimLocked gives key k a running member of its source's pool, renaming it and
+// applying the route's options; it returns the claim operation to wait for, or nil
+// when there is no member to claim (a branch from a parent is never pooled). m.mu
+// is held.
+func (m *Manager) claimLocked(k key, route router.Route) *op {
+	s := m.sources[k.source]
+	if s == nil || s.seed == nil || route.Options.From != "" || m.warmLocked(s) == 0 {
+		return nil
+	}
+	var member *branch
+	var mk key
+	for pk, b := range m.branches {
+		if pk.source == k.source && b.rec.Pooled && b.op == nil && b.inst != nil &&
+			b.rec.State == catalog.Running && b.rec.SeedID == s.seed.ID {
+			member, mk = b, pk
+			break
+		}
+	}
+	if member == nil {
+		m.cfg.Metrics.poolEvent("miss")
+		go m.refillPools()
+		return nil
+	}
+	delete(m.branches, mk)
+	m.running.Remove(mk)
+	id := member.rec.ID
+	cl := catalog.Claim{Name: k.name, TTL: route.Options.TTL, Ephemeral: route.Options.Ephemeral,
+		Quota: route.Options.Quota, At: m.now()}
+	member.rec.Name, member.rec.Pooled = cl.Name, false
+	member.rec.TTL, member.rec.Ephemeral, member.rec.Quota, member.rec.LastUsedAt = cl.TTL, cl.Ephemeral, cl.Quota, cl.At
+	m.branches[k] = member
+	m.running.Add(k, struct{}{})
+	return m.startOp(member, "claim", func(ctx context.Context) error {
+		if err := m.cat.ClaimBranch(context.WithoutCancel(ctx), id, cl, "claimed by a connection"); err != nil {
+			m.log.Error("claim pooled branch", zap.String("source", k.source), zap.String("branch", k.name), zap.Error(err))
+			if derr := m.destroyBranch(ctx, member, "claim failed"); derr != nil {
+				m.log.Error("destroy pooled branch after a failed claim", zap.Error(derr))
+			}
+			return fmt.Errorf("claim a pooled branch for %q: %w", k.name, err)
+		}
+		m.markPersisted(member, cl.At)
+		m.cfg.Metrics.poolEvent("claim")
+		m.log.Info("branch claimed from the warm pool", zap.String("source", k.source), zap.String("branch", k.name))
+		go m.refillPools()
+		return nil
+	})
+}
+
+// markPersisted notes that the catalog has b's last use as of t.
+func (m *Manager) markPersisted(b *branch, t time.Time) {
+	m.mu.Lock()
+	if b.persistedUse.Before(t) {
+		b.persistedUse = t
+	}
+	m.mu.Unlock()
+}
+
+// refillPools brings every source's pool to its size: stale members (an older
+// generation, stopped, or beyond the size) are destroyed and new ones created, as
+// long as MaxRunning and the disk budget leave room. Creations of pool members are
+// bounded by half of MaxCreating (at least one), so clients' creations keep slots.
+func (m *Manager) refillPools() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	refilling := 0
+	for _, b := range m.branches {
+		if b.rec.Pooled && b.op != nil && b.op.what == "create" {
+			refilling++
+		}
+	}
+	maxRefill := max(1, m.cfg.MaxCreating/2)
+	for name, s := range m.sources {
+		want, have := m.warmLocked(s), 0
+		for k, b := range m.branches {
+			if k.source != name || !b.rec.Pooled || b.op != nil {
+				if k.source == name && b.rec.Pooled && b.op != nil && b.op.what == "create" {
+					have++
+				}
+				continue
+			}
+			if s.seed == nil || b.rec.SeedID != s.seed.ID || b.inst == nil || have >= want {
+				m.startOp(b, "destroy", func(ctx context.Context) error { return m.destroyBranch(ctx, b, "warm pool: replaced") })
+				continue
+			}
+			have++
+		}
+		for ; have < want && s.seed != nil && refilling < maxRefill && m.poolRoomLocked(); have++ {
+			if err := m.newMemberLocked(name, s); err != nil {
+				m.log.Warn("warm pool", zap.String("source", name), zap.Error(err))
+				break
+			}
+			refilling++
+		}
+	}
+}
+
+// poolRoomLocked reports whether one more running branch fits without evicting
+// anyone: pool members never push out branches that clients use. m.mu is held.
+func (m *Manager) poolRoomLocked() bool {
+	if m.overBudgetLocked() {
+		return false
+	}
+	limit := m.cfg.Policy.MaxRunning
+	if limit <= 0 {
+		return true
+	}
+	return m.runningLocked() < limit
+}
+
+// runningLocked counts branches that run or are about to. m.mu is held.
+func (m *Manager) runningLocked() int {
+	n := 0
+	for _, b := range m.branches {
+		if b.inst != nil || (b.op != nil && (b.op.what == "create" || b.op.what == "wake")) {
+			n++
+		}
+	}
+	return n
+}
+
+// newMemberLocked starts creating one pool member of source s. m.mu is held.
+func (m *Manager) newMemberLocked(source string, s *sourceState) error {
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	k := key{source, poolPrefix + hex.EncodeToString(rnd[:])}
+	if m.branches[k] != nil {
+		return fmt.Errorf("pool name %q taken", k.name)
+	}
+	b := &branch{rec: catalog.Branch{Source: source, Name: k.name, SeedID: s.seed.ID, Layers: []string{s.seed.Dir},
+		State: catalog.Creating, Pooled: true}}
+	m.branches[k] = b
+	m.startOp(b, "create", func(ctx context.Context) error {
+		start := time.Now()
+		if err := m.create(ctx, b, "warm pool"); err != nil {
+			return err
+		}
+		m.prewarm(ctx, b)
+		m.cfg.Metrics.took("pool_refill", time.Since(start))
+		return nil
+	})
+	return nil
+}
+
+// prewarm opens server sessions on a new pool member for the startup keys its
+// source's clients used most, and for the --warm-user keys, and parks them.
+func (m *Manager) prewarm(ctx context.Context, b *branch) {
+	pw := m.cfg.Prewarm
+	if pw == nil || m.cfg.MaxIdleServers == 0 {
+		return
+	}
+	m.mu.Lock()
+	source, inst := b.rec.Source, b.inst
+	var keys []string
+	if s := m.sources[source]; s != nil {
+		keys = append(topKeys(s.keys, prewarmKeys), pw.UserKeys(s.src.DefaultDatabase)...)
+	}
+	m.mu.Unlock()
+	if inst == nil {
+		return
+	}
+	socket := inst.SocketPath()
+	dial := func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	}
+	seen := map[string]bool{}
+	for i, k := range keys {
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		n := 1
+		if i == 0 {
+			n = 2 // the most used key: a test often opens two connections at once
+		}
+		for range n {
+			c, err := pw.Open(ctx, dial, k)
+			if err != nil {
+				m.log.Warn("open a server session ahead", zap.String("branch", b.rec.Name), zap.Error(err))
+				return
+			}
+			if !m.park(b, k, c) {
+				c.Close()
+				return
+			}
+		}
+	}
+}
+
+// prewarmKeys is how many of the most used startup keys a pool member opens.
+const prewarmKeys = 3
+
+// park parks c on b if it has room.
+func (m *Manager) park(b *branch, k string, c io.Closer) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if b.inst == nil || b.idleCount >= m.cfg.MaxIdleServers {
+		return false
+	}
+	if b.idle == nil {
+		b.idle = map[string][]parkedConn{}
+	}
+	b.idle[k] = append(b.idle[k], parkedConn{c: c, since: m.now()})
+	b.idleCount++
+	return true
+}
+
+// topKeys returns up to n keys with the highest counts, highest first.
+func topKeys(counts map[string]int, n int) []string {
+	var out []string
+	for len(out) < n {
+		best, bestN := "", 0
+		for k, c := range counts {
+			if c > bestN && !slices.Contains(out, k) {
+				best, bestN = k, c
+			}
+		}
+		if bestN == 0 {
+			break
+		}
+		out = append(out, best)
+	}
+	return out
+}
+
+// SetWarm sets how many pooled branches a source keeps; -1 returns it to the
+// server's default.
+func (m *Manager) SetWarm(ctx context.Context, source string, warm int) error {
+	if warm < -1 {
+		return fmt.Errorf("%w: warm %d: want 0 or more (or -1 for the server's default)", ErrInvalid, warm)
+	}
+	if err := m.cat.SetSourceWarm(ctx, source, warm); err != nil {
+		return fmt.Errorf("source %q: %w", source, ErrNotFound)
+	}
+	m.mu.Lock()
+	if s := m.sources[source]; s != nil {
+		s.src.Warm = warm
+	}
+	m.mu.Unlock()
+	m.refillPools()
+	return nil
+}

@@ -1,0 +1,153 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// pooled lists the warm pool members.
+func (s *server) pooled() []branchInfo {
+	s.t.Helper()
+	var list []branchInfo
+	if err := json.Unmarshal([]byte(s.mustCLI("branch", "ls", "--all", "--json")), &list); err != nil {
+		s.t.Fatal(err)
+	}
+	var out []branchInfo
+	for _, b := range list {
+		if b.State == "pooled" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// poolEvents reads the claim and miss counters.
+func (s *server) poolEvents(t *testing.T) (claims, misses int) {
+	t.Helper()
+	m := s.metrics(t)
+	get := func(ev string) int {
+		re := regexp.MustCompile(`pgbranch_pool_events_total\{event="` + ev + `"\} (\d+)`)
+		if sm := re.FindStringSubmatch(m); sm != nil {
+			n, _ := strconv.Atoi(sm[1])
+			return n
+		}
+		return 0
+	}
+	return get("claim"), get("miss")
+}
+
+func waitPool(t *testing.T, s *server, n int) {
+	t.Helper()
+	eventually(t, 60*time.Second, fmt.Sprintf("%d pooled branches", n), func() bool { return len(s.pooled()) == n })
+}
+
+// TestWarmPool: pooled branches are made ahead, claimed by new names with the
+// connection's options, refilled, replaced after a refresh, and rebuilt after a crash.
+func TestWarmPool(t *testing.T) {
+	state := newStateDir(t)
+	s := startServer(t, state, "--warm", "2", "--reap-interval", "200ms", "--warm-user", "postgres")
+	s.seedSQL("app", lifecycleSQL)
+	waitPool(t, s, 2)
+	if got := s.branches(); len(got) != 0 {
+		t.Fatalf("branch ls shows pool members: %+v", got)
+	}
+	for _, p := range s.pooled() {
+		if p.IdleServers == 0 {
+			t.Errorf("pool member %s has no server session opened ahead (--warm-user postgres)", p.Name)
+		}
+	}
+
+	// A claim carries the connection's options.
+	c := s.connect(t, "app@claimed", "options='-c pgbranch.ttl=2h -c pgbranch.quota=1GB'")
+	if _, err := c.Exec(context.Background(), "UPDATE t SET v = 'claimed' WHERE id = 1"); err != nil {
+		t.Fatal(err)
+	}
+	b := s.branches()["claimed"]
+	if b.TTL != "2h0m0s" || b.Quota != 1<<30 || b.State != "running" {
+		t.Fatalf("claimed branch: %+v", b)
+	}
+	if claims, _ := s.poolEvents(t); claims != 1 {
+		t.Fatalf("claims = %d, want 1", claims)
+	}
+	waitPool(t, s, 2)
+	eph := s.connect(t, "app@eph", "options='-c pgbranch.ephemeral=on'")
+	eph.Close(context.Background())
+	eventually(t, 10*time.Second, "ephemeral claimed branch destroyed", func() bool { _, ok := s.branches()["eph"]; return !ok })
+
+	// 20 clients race for 20 new names: every name gets a branch of its own, no
+	// pooled branch is handed out twice, each sees only its own write.
+	waitPool(t, s, 2)
+	claims0, misses0 := s.poolEvents(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("race-%d", i)
+			conn, err := s.connectErr2("app@"+name, fmt.Sprintf("UPDATE t SET v = '%s' WHERE id = 2", name))
+			if err != nil {
+				errs <- fmt.Errorf("%s: %w", name, err)
+				return
+			}
+			_ = conn
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	claims, misses := s.poolEvents(t)
+	if got := (claims - claims0) + (misses - misses0); got != 20 || claims-claims0 < 2 {
+		t.Errorf("claims %d + misses %d over the race, want 20 with at least the 2 pooled claimed", claims-claims0, misses-misses0)
+	}
+	all := s.branches()
+	for i := range 20 {
+		name := fmt.Sprintf("race-%d", i)
+		if _, ok := all[name]; !ok {
+			t.Errorf("no branch %s", name)
+			continue
+		}
+		if out, err := s.psql(t, "app@"+name, "SELECT v FROM t WHERE id = 2"); err != nil || out != name {
+			t.Errorf("%s sees %q (%v): a pooled branch was shared", name, out, err)
+		}
+	}
+
+	// After a refresh, no member of the old generation is handed out.
+	waitPool(t, s, 2)
+	sqlFile := filepath.Join(filepath.Dir(s.state), "app.sql")
+	if err := os.WriteFile(sqlFile, []byte(lifecycleSQL+"INSERT INTO t VALUES (5000, 'refreshed');"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.mustCLI("source", "refresh", "app")
+	if out, err := s.psql(t, "app@after-refresh", "SELECT v FROM t WHERE id = 5000"); err != nil || out != "refreshed" {
+		t.Fatalf("a new branch after refresh sees %q (%v), want the new generation", out, err)
+	}
+
+	// kill -9 with a pool: the next start stops the strays and rebuilds the pool.
+	waitPool(t, s, 2)
+	s.kill9()
+	s2 := startServer(t, state, "--warm", "2", "--reap-interval", "200ms")
+	waitPool(t, s2, 2)
+	if out, err := s2.psql(t, "app@claimed", "SELECT v FROM t WHERE id = 1"); err != nil || out != "claimed" {
+		t.Fatalf("claimed branch after restart: %q %v", out, err)
+	}
+}
+
+// connectErr2 connects to db, runs sql and closes.
+func (s *server) connectErr2(db, sql string) (struct{}, error) {
+	out, err := s.psql(s.t, db, sql)
+	if err != nil {
+		return struct{}{}, fmt.Errorf("%v: %s", err, out)
+	}
+	return struct{}{}, nil
+}
