@@ -33,6 +33,7 @@ type config struct {
 	footprintSeconds int // each pgbench run of the owned-bytes phase
 	jsonPath         string
 	keep             bool
+	only             string // BENCH_ONLY: "nofork" runs only the no-fork phase (small data set)
 }
 
 func loadConfig() (config, error) {
@@ -41,6 +42,10 @@ func loadConfig() (config, error) {
 	if os.Getenv("BENCH_QUICK") != "" && os.Getenv("BENCH_QUICK") != "0" {
 		c = config{quick: true, rounds: 3, seconds: 2, warmup: 1, smallScale: 1, largeScale: 13,
 			newBranchRounds: 6, altRounds: 2, wakeRounds: 3, resetRounds: 3, fanoutRounds: 1, footprintSeconds: 2}
+	}
+	c.only = os.Getenv("BENCH_ONLY")
+	if c.only != "" && c.only != "nofork" {
+		return c, fmt.Errorf("BENCH_ONLY=%q: the only phase that runs alone is nofork", c.only)
 	}
 	for name, p := range map[string]*int{"BENCH_ROUNDS": &c.rounds, "BENCH_SECONDS": &c.seconds} {
 		if v := os.Getenv(name); v != "" {

@@ -64,11 +64,15 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 	e.logf("pgbranchproxy serving on %s (state %s)", px.addr, state)
-	for _, x := range []struct {
+	sets := []struct {
 		name  string
 		scale int
 		dst   **dataset
-	}{{"small", cfg.smallScale, &small}, {"large", cfg.largeScale, &large}} {
+	}{{"small", cfg.smallScale, &small}, {"large", cfg.largeScale, &large}}
+	if cfg.only == "nofork" {
+		sets = sets[:1]
+	}
+	for _, x := range sets {
 		e.logf("data set %s: pgbench -i -s %d", x.name, x.scale)
 		d, err := makeDataset(ctx, e, x.name, x.scale)
 		if err != nil {
@@ -84,6 +88,9 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		*x.dst = d
 	}
 	e.logf("setup done in %s", time.Since(started).Round(time.Second))
+	if cfg.only == "nofork" {
+		return noFork(ctx, e, small, rep)
+	}
 
 	if err := newBranches(ctx, e, px, small, large, rep); err != nil {
 		return err
@@ -98,6 +105,9 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 	if err := throughput(ctx, e, px, small, rep); err != nil {
+		return err
+	}
+	if err := noFork(ctx, e, small, rep); err != nil {
 		return err
 	}
 	if err := footprint(ctx, e, px, small, "owned_mib", rep); err != nil {
@@ -125,6 +135,9 @@ func run(ctx context.Context, out io.Writer) (err error) {
 func addTargets(rep *report) {
 	atLeast := func(x float64) func(float64) bool { return func(v float64) bool { return v >= x } }
 	below := func(x float64) func(float64) bool { return func(v float64) bool { return v < x } }
+	rep.check("pooled new-branch first query p50 ≤ 5 ms", "new_branch_first_query_ms/p50/pooled", func(v float64) bool { return v <= 5 })
+	rep.check("pooled first query ≤ 1.5× a reused connect (paired)", "new_branch_first_query_ratio/pooled_vs_reused", func(v float64) bool { return v <= 1.5 })
+	rep.check("proxy with reuse ≥ 1.2× PgBouncer on pgbench -C", "connect_per_txn_ratio/proxy_reuse_vs_pgbouncer", atLeast(1.2))
 	rep.check("proxy ≥ PgBouncer, select-only c1 (paired ratio ≥ 1)", "select_only_c1_ratio/proxy_vs_pgbouncer", atLeast(1))
 	rep.check("proxy ≥ PgBouncer, select-only c8 (paired ratio ≥ 1)", "select_only_c8_ratio/proxy_vs_pgbouncer", atLeast(1))
 	rep.check("new-branch first query p50 < 150 ms (small)", "new_branch_first_query_ms/p50/small", below(150))

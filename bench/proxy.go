@@ -25,7 +25,7 @@ type proxyServer struct {
 
 // startProxy starts serve on a free loopback port and waits for its port and
 // admin socket.
-func (e *env) startProxy(ctx context.Context, state string, lazyrw bool) (*proxyServer, error) {
+func (e *env) startProxy(ctx context.Context, state string, lazyrw bool, extra ...string) (*proxyServer, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -35,9 +35,13 @@ func (e *env) startProxy(ctx context.Context, state string, lazyrw bool) (*proxy
 	if !lazyrw {
 		args = append(args, "--lazyrw=off")
 	}
+	args = append(args, extra...)
 	name := "pgbranchproxy"
 	if !lazyrw {
 		name += "-eager"
+	}
+	if len(extra) > 0 {
+		name += "-" + filepath.Base(state)
 	}
 	p.proc, err = startProc(name, nil, []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8"},
 		syscall.SIGTERM, e.logPath(name), e.proxyBin, args...)

@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// noFork measures what keeping forked processes ready buys: a new branch claimed
+// from the warm pool against a connect to an existing branch whose server session
+// is reused; 20 new branches at once within the pool; connect-per-transaction with
+// server-session reuse on and off next to PgBouncer; and a 200-test suite run four
+// ways on the same data. Two proxies of their own serve the small data set: one
+// with a pool and reuse, one with neither.
+func noFork(ctx context.Context, e *env, d *dataset, rep *report) error {
+	cfg := e.cfg
+	warm, err := e.startProxy(ctx, filepath.Join(e.root, "state-pool"), true, "--warm", "5", "--warm-user", "postgres", "--reap-interval", "200ms")
+	if err != nil {
+		return err
+	}
+	defer warm.stop()
+	cold, err := e.startProxy(ctx, filepath.Join(e.root, "state-cold"), true, "--reuse", "off", "--reap-interval", "200ms")
+	if err != nil {
+		return err
+	}
+	defer cold.stop()
+	if err := d.stop(); err != nil { // a data directory is copied stopped
+		return err
+	}
+	for _, p := range []*proxyServer{warm, cold} {
+		if _, err := p.cli(ctx, "source", "add", d.name, "--from-datadir", d.dataDir); err != nil {
+			return err
+		}
+	}
+	if err := warm.waitPooled(ctx, 5); err != nil {
+		return err
+	}
+
+	// Pooled first query, paired by round with a reused connect to an existing branch.
+	if _, err := firstQuery(ctx, warm.dsn(d.name+"@existing")); err != nil {
+		return err
+	}
+	var pooledMS, reusedMS []float64
+	for r := range cfg.newBranchRounds {
+		if err := warm.waitPooled(ctx, 5); err != nil {
+			return err
+		}
+		dur, err := firstQuery(ctx, warm.dsn(fmt.Sprintf("%s@pooled-%d", d.name, r)))
+		if err != nil {
+			return fmt.Errorf("pooled first query: %w", err)
+		}
+		pooledMS = append(pooledMS, ms(dur))
+		if dur, err = firstQuery(ctx, warm.dsn(d.name+"@existing")); err != nil {
+			return err
+		}
+		reusedMS = append(reusedMS, ms(dur))
+	}
+	rep.latency("new_branch_first_query_ms", "pooled", pooledMS, false, "pgx connect + SELECT 1 to a never-seen name, claimed from --warm 5")
+	rep.latency("existing_branch_connect_ms", "reused", reusedMS, false, "pgx connect + SELECT 1 to a running branch with a parked server session")
+	rep.series("new_branch_first_query_ratio/pooled_vs_reused", "ratio", pairedRatios(pooledMS, reusedMS), "paired by round")
+
+	// 20 new branches at once, within a pool of 20.
+	if _, err := warm.cli(ctx, "source", "set", d.name, "--warm", "20"); err != nil {
+		return err
+	}
+	var fan []float64
+	for r := range cfg.fanoutRounds {
+		if err := warm.waitPooled(ctx, 20); err != nil {
+			return err
+		}
+		durs, err := concurrentFirstQueries(ctx, 20, func(i int) string { return warm.dsn(fmt.Sprintf("%s@fan-%d-%d", d.name, r, i)) })
+		if err != nil {
+			return err
+		}
+		fan = append(fan, durs...)
+	}
+	rep.latency("fanout20_first_query_ms", "pooled", fan, true, "20 new names at once, each claimed from --warm 20")
+	if _, err := warm.cli(ctx, "source", "set", d.name, "--warm", "5"); err != nil {
+		return err
+	}
+
+	if err := connectPerTxn(ctx, e, warm, cold, d, rep); err != nil {
+		return err
+	}
+	return testSuites(ctx, e, warm, cold, d, rep)
+}
+
+// waitPooled waits until the proxy has n pooled branches ready.
+func (p *proxyServer) waitPooled(ctx context.Context, n int) error {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		out, err := p.cli(ctx, "branch", "ls", "--all", "--json")
+		if err != nil {
+			return err
+		}
+		var list []branchInfo
+		if err := json.Unmarshal([]byte(out), &list); err != nil {
+			return err
+		}
+		ready := 0
+		for _, b := range list {
+			if b.State == "pooled" {
+				ready++
+			}
+		}
+		if ready >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d pooled branches ready after 5m", ready, n)
+		}
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// concurrentFirstQueries runs n first queries at once and returns their durations.
+func concurrentFirstQueries(ctx context.Context, n int, dsn func(int) string) ([]float64, error) {
+	out := make([]float64, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dur, err := firstQuery(ctx, dsn(i))
+			out[i], errs[i] = ms(dur), err
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// connectPerTxn runs pgbench -C -S against PgBouncer and both proxies, rotated by round.
+func connectPerTxn(ctx context.Context, e *env, warm, cold *proxyServer, d *dataset, rep *report) error {
+	cfg := e.cfg
+	for _, p := range []*proxyServer{warm, cold} {
+		if _, err := firstQuery(ctx, p.dsn(d.name+"@pgbench-c")); err != nil {
+			return err
+		}
+	}
+	if err := d.start(ctx, e); err != nil {
+		return err
+	}
+	defer d.stop()
+	bouncer, err := e.startPgbouncer(ctx, d.plain)
+	if err != nil {
+		return err
+	}
+	defer bouncer.stop()
+	paths := []path{{"proxy_reuse", warm.dsn(d.name + "@pgbench-c")}, {"proxy_no_reuse", cold.dsn(d.name + "@pgbench-c")},
+		{"pgbouncer", bouncer.dsn(d.name)}, {"direct_tcp", d.plain.tcpDSN(d.name)}}
+	tps := make([][]float64, len(paths))
+	for r := range cfg.rounds + 1 {
+		for _, i := range rotation(len(paths), r) {
+			secs := cfg.seconds
+			if r == 0 {
+				secs = cfg.warmup
+			}
+			v, err := runPgbench(ctx, e, workload{Conn: paths[i].conn, Clients: 1, SelectOnly: true, ConnectPerTxn: true, Seconds: secs})
+			if err != nil {
+				return fmt.Errorf("pgbench -C %s: %w", paths[i].name, err)
+			}
+			if r > 0 {
+				tps[i] = append(tps[i], v)
+			}
+		}
+	}
+	note := fmt.Sprintf("pgbench -n -c 1 -T %d -S -C", cfg.seconds)
+	for i, p := range paths {
+		rep.series("connect_per_txn_tps/"+p.name, "tps", tps[i], note)
+	}
+	rep.series("connect_per_txn_ratio/proxy_reuse_vs_pgbouncer", "ratio", pairedRatios(tps[0], tps[2]), "paired by round")
+	rep.series("connect_per_txn_ratio/proxy_no_reuse_vs_pgbouncer", "ratio", pairedRatios(tps[1], tps[2]), "paired by round")
+	return nil
+}
+
+// testSuites runs the same 200 tests (connect, 3 small writes, SELECT, close, each on
+// a database of its own) with 4 workers four ways, and reports each wall time.
+func testSuites(ctx context.Context, e *env, warm, cold *proxyServer, d *dataset, rep *report) error {
+	const tests, workers = 200, 4
+	body := func(c *pgx.Conn, i int) error {
+		for j := range 3 {
+			if _, err := c.Exec(ctx, "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES ($1, 1, $2, 1, now())", i, j); err != nil {
+				return err
+			}
+		}
+		var n int64
+		return c.QueryRow(ctx, "SELECT count(*) FROM pgbench_history WHERE tid = $1", i).Scan(&n)
+	}
+	run := func(test func(i int) error) (time.Duration, error) {
+		start := time.Now()
+		next := make(chan int)
+		errs := make(chan error, workers)
+		for range workers {
+			go func() {
+				for i := range next {
+					if err := test(i); err != nil {
+						errs <- err
+						for range next {
+						}
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for i := range tests {
+			next <- i
+		}
+		close(next)
+		var first error
+		for range workers {
+			if err := <-errs; err != nil && first == nil {
+				first = err
+			}
+		}
+		return time.Since(start), first
+	}
+	onBranch := func(p *proxyServer, prefix string) func(i int) error {
+		return func(i int) error {
+			c, err := pgx.Connect(ctx, p.dsn(fmt.Sprintf("%s@%s-%d", d.name, prefix, i))+" options='-c pgbranch.ephemeral=on'")
+			if err != nil {
+				return err
+			}
+			defer c.Close(context.Background())
+			return body(c, i)
+		}
+	}
+	if err := d.start(ctx, e); err != nil {
+		return err
+	}
+	defer d.stop()
+	admin, err := pgx.Connect(ctx, d.plain.unixDSN("postgres"))
+	if err != nil {
+		return err
+	}
+	defer admin.Close(context.Background())
+	var adminMu sync.Mutex // one admin connection; clones of one template go one at a time anyway
+	adminExec := func(sql string) error {
+		adminMu.Lock()
+		defer adminMu.Unlock()
+		_, err := admin.Exec(ctx, sql)
+		return err
+	}
+	template := func(i int) error {
+		db := fmt.Sprintf("suite_%d", i)
+		if err := adminExec(fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", db, d.name)); err != nil {
+			return err
+		}
+		c, err := pgx.Connect(ctx, d.plain.tcpDSN(db))
+		if err != nil {
+			return err
+		}
+		err = body(c, i)
+		c.Close(context.Background())
+		if derr := adminExec("DROP DATABASE " + db); err == nil {
+			err = derr
+		}
+		return err
+	}
+	var truncMu sync.Mutex
+	shared := func(i int) error {
+		c, err := pgx.Connect(ctx, d.plain.tcpDSN(d.name))
+		if err != nil {
+			return err
+		}
+		defer c.Close(context.Background())
+		// Tests share one database, so each cleans it before it runs, one at a time.
+		truncMu.Lock()
+		_, err = c.Exec(ctx, "TRUNCATE pgbench_history")
+		truncMu.Unlock()
+		if err != nil {
+			return err
+		}
+		return body(c, i)
+	}
+	for _, s := range []struct {
+		name string
+		test func(int) error
+	}{
+		{"pooled_branches", onBranch(warm, "suite")},
+		{"cold_branches", onBranch(cold, "suite")},
+		{"template_clone", template},
+		{"shared_truncate", shared},
+	} {
+		if s.name == "pooled_branches" {
+			if err := warm.waitPooled(ctx, 5); err != nil {
+				return err
+			}
+		}
+		dur, err := run(s.test)
+		if err != nil {
+			return fmt.Errorf("test suite %s: %w", s.name, err)
+		}
+		rep.add(row{Name: "test_suite_200_s/" + s.name, Unit: "s", Value: dur.Seconds(), N: 1,
+			Note: "200 tests × (connect, 3 INSERTs, SELECT, close), 4 workers"})
+		e.logf("test suite %s: %s", s.name, dur.Round(time.Millisecond))
+	}
+	return nil
+}
