@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,7 +15,7 @@ import (
 
 // A kernelRelay carries plaintext sessions in the kernel: after login both of a
 // session's sockets go into BPF socket maps whose programs move the bytes, and the
-// proxy only watches. One loop, on an OS thread of its own, watches every spliced
+// proxy only watches. One loop, parked in Go's poller, watches every spliced
 // session: hang-ups with epoll (only EPOLLRDHUP, EPOLLHUP and EPOLLERR: EPOLLIN
 // would fire on every packet), and every tick the sessions' slots (a memory map,
 // no system call) and, for sessions that moved bytes, their sockets' queues, to
@@ -142,37 +142,44 @@ func (k *kernelRelay) close() {
 // Entries counts the sockets in the maps (for tests: empty when no session is on).
 func (k *kernelRelay) entries() (int, int) { return k.sm.Entries() }
 
+// run waits for hang-ups through Go's poller (the epoll set is itself pollable),
+// so that no thread blocks in epoll_wait holding a processor, and sweeps the
+// sessions on a ticker.
 func (k *kernelRelay) run() {
-	runtime.LockOSThread()
 	defer close(k.done)
+	unix.SetNonblock(k.epfd, true)
+	f := os.NewFile(uintptr(k.epfd), "kernel-relay-epoll")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	stop := make(chan struct{})
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		t := time.NewTicker(k.tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-t.C:
+				k.sweep(now)
+			}
+		}
+	}()
 	events := make([]unix.EpollEvent, 128)
-	next := time.Now().Add(k.tick)
 	for {
-		wait := max(time.Until(next), 0)
-		n, err := unix.EpollWait(k.epfd, events, int(wait/time.Millisecond)+1)
-		if err != nil && !errors.Is(err, unix.EINTR) {
+		n := 0
+		err := rc.Read(func(uintptr) bool {
+			n, _ = unix.EpollWait(k.epfd, events, 0)
+			return n > 0
+		})
+		if err != nil {
 			break
 		}
 		for i := 0; i < n; i++ {
-			fd := events[i].Fd
-			if int(fd) == k.wake {
-				continue
-			}
-			k.mu.Lock()
-			ks := k.byFD[fd]
-			k.mu.Unlock()
-			if ks == nil {
-				continue
-			}
-			e := events[i].Events
-			switch {
-			case int(fd) == ks.sfd:
-				ks.notify(evServerHup)
-			case e&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0:
-				ks.notify(evClientHup)
-			default:
-				ks.notify(evHeld)
-			}
+			k.dispatch(events[i])
 		}
 		k.mu.Lock()
 		stopping := k.stop && len(k.sessions) == 0
@@ -180,13 +187,32 @@ func (k *kernelRelay) run() {
 		if stopping {
 			break
 		}
-		if now := time.Now(); !now.Before(next) {
-			k.sweep(now)
-			next = now.Add(k.tick)
-		}
 	}
+	close(stop)
+	<-swept
 	unix.Close(k.wake)
-	unix.Close(k.epfd)
+	f.Close()
+}
+
+// dispatch hands an epoll event to its session's goroutine.
+func (k *kernelRelay) dispatch(e unix.EpollEvent) {
+	if int(e.Fd) == k.wake {
+		var b [8]byte
+		unix.Read(k.wake, b[:])
+		return
+	}
+	k.mu.Lock()
+	ks := k.byFD[e.Fd]
+	k.mu.Unlock()
+	switch {
+	case ks == nil:
+	case int(e.Fd) == ks.sfd:
+		ks.notify(evServerHup)
+	case e.Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0:
+		ks.notify(evClientHup)
+	default:
+		ks.notify(evHeld)
+	}
 }
 
 // sweep looks at every session's slots: bytes handed to the proxy, backlog caps,
@@ -213,6 +239,7 @@ type ksession struct {
 	injW, injR   int           // injector connection's ends, -1 until needed
 	injected     uint64        // bytes written to the injector
 	spliced      bool          // client bytes may have been redirected to the server
+	serverSeen   bool          // the server direction had its first hand-over
 	consumed     [2]uint64     // bytes the proxy read from each direction's source
 	base         [2]uint64     // of those, read before the splice (never handed over)
 	writeTimeout time.Duration

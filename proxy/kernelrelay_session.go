@@ -160,6 +160,11 @@ func (k *kernelRelay) drained(ks *ksession, d sockmap.Dir, deadline time.Time) b
 // a worker): it acknowledges only bytes it read, and waits until every handed
 // byte was. It stops at EOF.
 func (k *kernelRelay) forwardHeld(ks *ksession, d sockmap.Dir) error {
+	// The first hand-over of a direction may include bytes sent before the splice.
+	initial := !ks.spliced && d == sockmap.ToServer || !ks.serverSeen && d == sockmap.ToClient
+	if d == sockmap.ToClient {
+		ks.serverSeen = true
+	}
 	src := ks.cfd
 	if d == sockmap.ToClient {
 		src = ks.sfd
@@ -192,9 +197,9 @@ func (k *kernelRelay) forwardHeld(ks *ksession, d sockmap.Dir) error {
 		if err := k.settle(ks); err != nil {
 			return err
 		}
-		if !ks.spliced && d == sockmap.ToServer {
-			// The first hand-over: what the client sent before the splice was read
-			// from the socket itself, not handed over; the rest was.
+		if initial {
+			// The first hand-over: what was sent before the splice was read from
+			// the socket itself, not handed over; the rest was.
 			if moved {
 				continue
 			}
