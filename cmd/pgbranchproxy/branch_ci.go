@@ -178,7 +178,7 @@ func resolveTarget(ctx context.Context, c *client, g *globalFlags, name string, 
 	if err := c.call(ctx, http.MethodGet, "/v1/branches", nil, &list); err != nil {
 		return resolvedTarget{}, err
 	}
-	// A token of role ci may not read the server's info or its sources: then the
+	// A token that may not read the server's info or its sources (403): then the
 	// host comes from --admin-url, the port is the default one and the database is
 	// named like the source, unless flags say otherwise.
 	for path, out := range map[string]any{"/v1/info": &info, "/v1/sources": &sources} {
