@@ -30,6 +30,12 @@ func (l *Lease) Dial(ctx context.Context) (net.Conn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", l.socket)
 	if err != nil {
+		if sock, rerr := l.m.revive(ctx, l.b, l.use.inst); rerr == nil {
+			l.socket = sock // the server died under the lease and was started again
+			c, err = d.DialContext(ctx, "unix", sock)
+		}
+	}
+	if err != nil {
 		l.use.failed.Store(true)
 	}
 	return c, err
@@ -130,7 +136,7 @@ func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, erro
 			b.sessions++
 			b.hadSession = true
 			l := &Lease{m: m, b: b, socket: b.inst.SocketPath(), Source: source, Branch: route.Branch, Created: created}
-			l.use.prev, l.use.at = b.rec.LastUsedAt, m.now()
+			l.use.prev, l.use.at, l.use.inst = b.rec.LastUsedAt, m.now(), b.inst
 			b.rec.LastUsedAt = l.use.at
 			m.running.Get(k)
 			m.mu.Unlock()

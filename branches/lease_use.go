@@ -1,8 +1,12 @@
 package branches
 
 import (
+	"context"
+	"errors"
 	"sync/atomic"
 	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
 )
 
 // leaseUse is how a lease counts as a use of its branch. A session that could not
@@ -12,6 +16,7 @@ type leaseUse struct {
 	prev   time.Time   // the branch's last use before this lease
 	at     time.Time   // the last use this lease recorded when it was acquired
 	failed atomic.Bool // Dial failed
+	inst   runtime.Instance
 }
 
 // release records the end of the lease's session at now. m.mu is held.
@@ -22,5 +27,48 @@ func (u *leaseUse) release(b *branch, now time.Time) {
 	}
 	if b.rec.LastUsedAt.Equal(u.at) {
 		b.rec.LastUsedAt = u.prev // no session used it since
+	}
+}
+
+// errServerAlive: a dial failed but the server has not exited; nothing to revive.
+var errServerAlive = errors.New("branch server has not exited")
+
+// revive starts the server of a leased branch again when the server the lease was
+// given (inst) exited before the session could dial it, and returns the new socket.
+// The lease's session count keeps the branch from being stopped meanwhile.
+func (m *Manager) revive(ctx context.Context, b *branch, inst runtime.Instance) (string, error) {
+	if inst == nil {
+		return "", errServerAlive
+	}
+	select {
+	case <-inst.Done():
+	case <-time.After(time.Second): // a server that refuses connections but runs
+		return "", errServerAlive
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	for {
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			return "", ErrClosed
+		}
+		var o *op
+		switch {
+		case b.op != nil:
+			o = b.op
+		case serverExited(b):
+			o = m.recordExitLocked(b)
+		case b.inst != nil:
+			sock := b.inst.SocketPath()
+			m.mu.Unlock()
+			return sock, nil
+		default:
+			o = m.startOp(b, "wake", func(ctx context.Context) error { return m.startServer(ctx, b) })
+		}
+		m.mu.Unlock()
+		if err := wait(ctx, o); err != nil {
+			return "", err
+		}
 	}
 }
