@@ -38,10 +38,10 @@ func TestPlan(t *testing.T) {
 			nil, []string{"a"}},
 		{"branch quota wins", Policy{Quota: 100, QuotaPolicy: QuotaReset}, []view{{k: k("a"), quota: 1000, owned: 101, lastUsedAt: now}},
 			nil, nil},
-		{"budget evicts ephemeral-first then LRU", Policy{DiskBudget: 250, QuotaPolicy: QuotaReset}, []view{
+		{"budget evicts least recently used first, never a busy one", Policy{DiskBudget: 250, QuotaPolicy: QuotaReset}, []view{
 			{k: k("old"), owned: 100, lastUsedAt: ago(3 * time.Hour)},
 			{k: k("new"), owned: 100, lastUsedAt: ago(time.Hour)},
-			{k: k("eph"), owned: 100, ephemeral: false, lastUsedAt: now},
+			{k: k("recent"), owned: 100, lastUsedAt: now},
 			{k: k("busy"), owned: 100, sessions: 1, lastUsedAt: ago(10 * time.Hour)},
 		}, map[string]actionKind{"old": actReset, "new": actReset}, nil},
 		{"pool members are never idle-stopped or expired", Policy{IdleStop: time.Second, TTL: time.Second, MaxAge: time.Second, QuotaPolicy: QuotaReset},
@@ -50,6 +50,12 @@ func TestPlan(t *testing.T) {
 			{k: k("old"), owned: 100, lastUsedAt: ago(3 * time.Hour)},
 			{k: k("_pool-1"), pooled: true, running: true, owned: 60, lastUsedAt: now},
 		}, map[string]actionKind{"_pool-1": actDestroy}, nil},
+		{"budget counts the ephemeral destroyed first, then evicts least recently used", Policy{DiskBudget: 250, QuotaPolicy: QuotaReset}, []view{
+			{k: k("old"), owned: 100, lastUsedAt: ago(3 * time.Hour)},
+			{k: k("new"), owned: 100, lastUsedAt: ago(time.Hour)},
+			{k: k("eph"), owned: 100, ephemeral: true, lastUsedAt: now},
+			{k: k("busy"), owned: 100, sessions: 1, lastUsedAt: ago(10 * time.Hour)},
+		}, map[string]actionKind{"eph": actDestroy, "old": actReset}, nil},
 		{"budget with refuse policy evicts nothing resettable", Policy{DiskBudget: 10, QuotaPolicy: QuotaRefuse}, []view{
 			{k: k("a"), owned: 100, lastUsedAt: ago(time.Hour)},
 		}, nil, nil},

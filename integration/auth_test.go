@@ -155,11 +155,8 @@ func TestAuthAtTheProxy(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close(context.Background())
-		go func() {
-			time.Sleep(300 * time.Millisecond)
-			c.PgConn().CancelRequest(context.Background())
-		}()
-		_, err = c.Exec(context.Background(), "SELECT pg_sleep(10)")
+		cancelWhenRunning(t, s.dsnAs("app@tls", "alice", "alice-pw", "sslmode=require"), c, "pg_sleep")
+		_, err = c.Exec(context.Background(), "SELECT pg_sleep(60)")
 		if pgCode(err) != "57014" {
 			t.Errorf("cancel over TLS: %v", err)
 		}

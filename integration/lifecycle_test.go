@@ -162,9 +162,8 @@ func TestResetOnConnect(t *testing.T) {
 		t.Fatalf("reset with another session open: %v, want 55006", err)
 	}
 	var n int
-	c.QueryRow(context.Background(), "SELECT count(*) FROM t").Scan(&n)
-	if n != 0 {
-		t.Fatalf("the other session's data changed: %d rows", n)
+	if err := c.QueryRow(context.Background(), "SELECT count(*) FROM t").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the other session's data changed: %d rows, %v", n, err)
 	}
 	c.Close(context.Background())
 	// The proxy sees the other session end a moment after the client closes it.
@@ -193,9 +192,9 @@ func TestQuota(t *testing.T) {
 			})
 			// psql shows the reason (pgx above saw the SQLSTATE).
 			cmd := exec.Command("psql", "-X", s.dsn("app@big"), "-c", "SELECT 1")
-			out, _ := cmd.CombinedOutput()
-			if !strings.Contains(string(out), "over its disk quota") {
-				t.Errorf("psql over quota: %s", out)
+			out, err := cmd.CombinedOutput()
+			if err == nil || !strings.Contains(string(out), "over its disk quota") {
+				t.Errorf("psql over quota: %v: %s", err, out)
 			}
 			// The open session keeps working meanwhile.
 			var one int
@@ -266,8 +265,8 @@ func TestDiskBudget(t *testing.T) {
 	eventually(t, 10*time.Second, "idle branch evicted", func() bool {
 		return s.branches()["evictable"].OwnedBytes < 1<<20
 	})
-	if out, _ := s.psql(t, "app@evictable", "SELECT count(*) FROM pg_class WHERE relname = 'fill'"); out != "0" {
-		t.Errorf("evicted branch still has its writes")
+	if out, err := s.psql(t, "app@evictable", "SELECT count(*) FROM pg_class WHERE relname = 'fill'"); err != nil || out != "0" {
+		t.Errorf("evicted branch: %q, %v; want its writes gone (0)", out, err)
 	}
 	if _, err := c.Exec(context.Background(), "CREATE TABLE fill2 AS SELECT * FROM fill; CREATE TABLE fill3 AS SELECT * FROM fill; CHECKPOINT"); err != nil {
 		t.Fatal(err)

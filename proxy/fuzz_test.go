@@ -2,13 +2,20 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
+	"net"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/roles"
+	"github.com/pgbranchproxy/pgbranchproxy/router"
+	"go.uber.org/zap"
 )
 
 // countingReader counts the bytes its reader handed out.
@@ -23,8 +30,11 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// FuzzStartup feeds arbitrary bytes to the startup framer and then decodes what it
-// returns the way readClientStartup and handleCancel do.
+// FuzzStartup feeds arbitrary bytes to the startup framer, checking that it reads
+// exactly one packet's bytes, and then to the proxy's real startup reader
+// (readClientStartup, as handle calls it), checking that every input ends in a
+// startup the proxy can forward, a client error with a real SQLSTATE, or the end of
+// the input, never in an internal error or a hang.
 func FuzzStartup(f *testing.F) {
 	const max = 10000
 	f.Add(validStartup(f))
@@ -81,31 +91,63 @@ func FuzzStartup(f *testing.F) {
 			t.Fatalf("code %d is not the body's first word", code)
 		}
 
-		switch {
-		case code == codeCancel:
-			var req pgproto3.CancelRequest
-			if err := req.Decode(body); err == nil {
-				if len(req.SecretKey) != len(body)-8 {
-					t.Fatalf("secret key of %d bytes from a %d-byte body", len(req.SecretKey), len(body))
-				}
-			}
-		case code&majorVersion == protocolV3:
-			msg := pgproto3.StartupMessage{}
-			b := append([]byte(nil), body...)
-			binary.BigEndian.PutUint32(b, protocolV3)
-			if err := msg.Decode(b); err != nil {
-				return
-			}
-			_ = checkParams(msg.Parameters)
-			for k := range msg.Parameters {
-				if strings.HasPrefix(k, "_pq_.") {
-					delete(msg.Parameters, k)
-				}
-			}
-			// What decodes must re-encode: the proxy forwards these parameters.
-			if _, err := (&pgproto3.StartupMessage{ProtocolVersion: code, Parameters: msg.Parameters}).Encode(nil); err != nil {
-				t.Fatalf("decoded parameters %q do not re-encode: %v", msg.Parameters, err)
-			}
-		}
+		checkClientStartup(t, data)
 	})
+}
+
+// checkClientStartup runs the real readClientStartup on data, sent by a client that
+// then hangs up.
+func checkClientStartup(t *testing.T, data []byte) {
+	s, err := New(Config{}, refusingBranches{}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, server := net.Pipe()
+	defer server.Close()
+	server.SetDeadline(time.Now().Add(10 * time.Second))
+	go func() {
+		client.Write(data)
+		client.Close()
+	}()
+	go io.Copy(io.Discard, client) // the 'N' answers to SSL and GSS requests
+	st, err := s.readClientStartup(server, zap.NewNop())
+	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("readClientStartup hung on %q", data)
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.ErrClosedPipe) {
+			return
+		}
+		if ce := classify(err); ce.id != "" || ce.code == codeInternal {
+			t.Fatalf("readClientStartup(%q) = %v: an internal error (XX000) for client input", data, err)
+		}
+		return
+	}
+	if st.params == nil {
+		return // a cancel request, handled
+	}
+	if st.version&majorVersion != protocolV3 {
+		t.Fatalf("accepted protocol %d.%d", st.version>>16, st.version&0xffff)
+	}
+	for k := range st.params {
+		if strings.HasPrefix(k, "_pq_.") {
+			t.Fatalf("protocol option %q left in the parameters", k)
+		}
+	}
+	// What is accepted must re-encode: the proxy forwards these parameters.
+	if _, err := (&pgproto3.StartupMessage{ProtocolVersion: protocolV3, Parameters: st.params}).Encode(nil); err != nil {
+		t.Fatalf("accepted parameters %q do not re-encode: %v", st.params, err)
+	}
+}
+
+// refusingBranches is a Branches that refuses everything; readClientStartup never
+// calls it.
+type refusingBranches struct{}
+
+func (refusingBranches) Acquire(context.Context, router.Route) (Lease, error) {
+	return nil, errors.New("not in this test")
+}
+
+func (refusingBranches) Roles(context.Context, router.Route) (roles.Set, error) {
+	return nil, errors.New("not in this test")
 }

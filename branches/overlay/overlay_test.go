@@ -82,6 +82,7 @@ func isMounted(t *testing.T, target string) bool {
 }
 
 func TestMountOwnerAndMode(t *testing.T) {
+	needRoot(t)
 	t.Parallel()
 	tests := []struct {
 		name     string
@@ -114,17 +115,18 @@ func TestMountOwnerAndMode(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(l.Merged, "file"), []byte("changed"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if b, _ := os.ReadFile(filepath.Join(l.Upper, "file")); string(b) != "changed" {
-				t.Errorf("upper file = %q, want changed", b)
+			if b, err := os.ReadFile(filepath.Join(l.Upper, "file")); err != nil || string(b) != "changed" {
+				t.Errorf("upper file = %q, %v; want changed", b, err)
 			}
-			if b, _ := os.ReadFile(filepath.Join(l.Lower[0], "file")); string(b) != "lower m" {
-				t.Errorf("lower file = %q, want it unchanged", b)
+			if b, err := os.ReadFile(filepath.Join(l.Lower[0], "file")); err != nil || string(b) != "lower m" {
+				t.Errorf("lower file = %q, %v; want it unchanged", b, err)
 			}
 		})
 	}
 }
 
 func TestMountLayerOrder(t *testing.T) {
+	needRoot(t)
 	t.Parallel()
 	dir := t.TempDir()
 	l := layout(t, dir, "m")
@@ -174,6 +176,7 @@ func TestMountRejects(t *testing.T) {
 }
 
 func TestMountsUnderAndUnmount(t *testing.T) {
+	needRoot(t)
 	t.Parallel()
 	dir := t.TempDir()
 	outer := layout(t, dir, "outer")
@@ -199,15 +202,15 @@ func TestMountsUnderAndUnmount(t *testing.T) {
 		t.Fatalf("MountsUnder = %q, want %q (deepest first)", got, want)
 	}
 	// A trailing slash names the same directory.
-	if got, _ := overlay.MountsUnder(dir + "/"); !slices.Equal(got, want) {
-		t.Errorf("MountsUnder(dir/) = %q, want %q", got, want)
+	if got, err := overlay.MountsUnder(dir + "/"); err != nil || !slices.Equal(got, want) {
+		t.Errorf("MountsUnder(dir/) = %q, %v; want %q", got, err, want)
 	}
 	// Only at or below dir: a sibling whose name shares the prefix is not listed.
-	if got, _ := overlay.MountsUnder(filepath.Join(dir, "out")); len(got) != 0 {
-		t.Errorf("MountsUnder(%s/out) = %q, want none", dir, got)
+	if got, err := overlay.MountsUnder(filepath.Join(dir, "out")); err != nil || len(got) != 0 {
+		t.Errorf("MountsUnder(%s/out) = %q, %v; want none", dir, got, err)
 	}
-	if got, _ := overlay.MountsUnder(outer.Merged); !slices.Equal(got, []string{innerMP, outer.Merged}) {
-		t.Errorf("MountsUnder(outer merged) = %q", got)
+	if got, err := overlay.MountsUnder(outer.Merged); err != nil || !slices.Equal(got, []string{innerMP, outer.Merged}) {
+		t.Errorf("MountsUnder(outer merged) = %q, %v", got, err)
 	}
 
 	for _, mp := range want {
@@ -226,12 +229,13 @@ func TestMountsUnderAndUnmount(t *testing.T) {
 			t.Errorf("IsMounted(%s) = true after Unmount", mp)
 		}
 	}
-	if got, _ := overlay.MountsUnder(dir); len(got) != 0 {
-		t.Errorf("MountsUnder after unmounting all = %q", got)
+	if got, err := overlay.MountsUnder(dir); err != nil || len(got) != 0 {
+		t.Errorf("MountsUnder after unmounting all = %q, %v", got, err)
 	}
 }
 
 func TestUnmountNotMounted(t *testing.T) {
+	needRoot(t)
 	t.Parallel()
 	dir := t.TempDir()
 	tests := []struct {
@@ -355,6 +359,7 @@ func TestExclusiveBytes(t *testing.T) {
 }
 
 func TestProbeCopyUp(t *testing.T) {
+	needRoot(t)
 	t.Parallel()
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "probe")
@@ -377,7 +382,19 @@ func TestProbeCopyUp(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("ProbeCopyUp left %s behind (stat: %v)", dir, err)
 	}
-	if mps, _ := overlay.MountsUnder(parent); len(mps) != 0 {
-		t.Errorf("ProbeCopyUp left mounts: %q", mps)
+	if mps, err := overlay.MountsUnder(parent); err != nil || len(mps) != 0 {
+		t.Errorf("ProbeCopyUp left mounts: %q, %v", mps, err)
+	}
+}
+
+// needRoot skips a test that mounts (or chowns) under -short, which runs only what
+// needs neither root nor Postgres, and fails it without root otherwise.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("mounts OverlayFS (root): skipped with -short")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root (OverlayFS mounts); run as root or with -short")
 	}
 }

@@ -78,5 +78,9 @@ func StopStray(ctx context.Context, pid int) error {
 
 // Alive reports whether pid exists.
 func Alive(pid int) bool {
-	return pid > 0 && unix.Kill(pid, 0) == nil
+	if pid <= 0 {
+		return false
+	}
+	err := unix.Kill(pid, 0)
+	return err == nil || err == unix.EPERM // EPERM: it exists, owned by another user
 }

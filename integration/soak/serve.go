@@ -195,7 +195,9 @@ func (e *apiError) Error() string { return fmt.Sprintf("admin API: %d %s", e.sta
 // what runs agrees with what the catalog says runs.
 func (s *serve) quiesce(ctx context.Context, l *load) []string {
 	var problems []string
-	deadline := time.Now().Add(30 * time.Second)
+	// Ephemeral branches go by the reaper, whose pass runs its actions one after
+	// another: on a loaded machine a destroy can wait behind many idle stops.
+	start, deadline := time.Now(), time.Now().Add(3*time.Minute)
 	for {
 		list, err := s.list(ctx)
 		if err != nil {
@@ -215,10 +217,11 @@ func (s *serve) quiesce(ctx context.Context, l *load) []string {
 		}
 		mounts, pms := countMounts(s.state), len(postmastersUnder(s.state))
 		if eph == 0 && busy == 0 && mounts == running && pms == running {
+			fmt.Printf("soak: quiet %s after the load\n", time.Since(start).Round(time.Second))
 			return problems
 		}
 		if time.Now().After(deadline) {
-			return append(problems, fmt.Sprintf("30s after the load: %d ephemeral branches left %v, %d sessions, %d running branches, %d mounts, %d postmasters",
+			return append(problems, fmt.Sprintf("3 minutes after the load: %d ephemeral branches left %v, %d sessions, %d running branches, %d mounts, %d postmasters",
 				eph, ephs, busy, running, mounts, pms))
 		}
 		time.Sleep(500 * time.Millisecond)
