@@ -29,6 +29,7 @@ type Manager interface {
 	Stop(ctx context.Context, source, name string) error
 	Set(ctx context.Context, source, name string, s branches.Settings) error
 	Info() branches.ServerInfo
+	Diff(ctx context.Context, name string, opts branches.DiffOptions) (branches.DiffResult, error)
 }
 
 // Store keeps the API's tokens and its audit log; the catalog is one.

@@ -50,6 +50,7 @@ func (a *API) routes() []Route {
 		{Pattern: "POST /v1/branches", Need: BranchWrite, Action: "branch.create", Target: bodyTarget(true), Handler: a.createBranch},
 		{Pattern: "POST /v1/branches/{name}/reset", Need: BranchWrite, Action: "branch.reset", Handler: a.resetBranch},
 		{Pattern: "POST /v1/branches/{name}/stop", Need: Admin, Action: "branch.stop", Handler: a.stopBranch},
+		{Pattern: "GET /v1/branches/{name}/diff", Need: BranchRead, Target: diffTarget, Handler: a.diffBranch},
 		{Pattern: "PATCH /v1/branches/{name}", Need: Admin, Action: "branch.set", Handler: a.setBranch},
 		{Pattern: "DELETE /v1/branches/{name}", Need: BranchWrite, Action: "branch.destroy", Handler: a.destroyBranch},
 		{Pattern: "GET /v1/tokens", Need: Admin, Handler: a.listTokens},

@@ -29,7 +29,9 @@ type SourceRequest struct {
 	// under a container runtime; zero fields take the server's defaults.
 	Server catalog.ServerSettings
 	// Warm is how many pooled branches the source keeps; nil: the server's default.
-	Warm *int
+	Warm     *int
+	DumpPath string // KindDump: a pg_dump archive
+	BuildOptions
 }
 
 // SourceInfo describes one source and its current seed.
@@ -82,12 +84,20 @@ func (m *Manager) AddSource(ctx context.Context, req SourceRequest, progress fun
 			req.Database = ps.src.DefaultDatabase
 		}
 		m.mu.Unlock()
+	case seed.KindDump:
+		if err := req.checkDump(); err != nil {
+			return SourceInfo{}, err
+		}
+		spec = req.DumpPath
 	case seed.KindEmpty:
 	default:
 		return SourceInfo{}, fmt.Errorf("%w: unknown source kind %q", ErrInvalid, req.Kind)
 	}
 	now := m.now()
-	src := catalog.Source{Name: req.Name, Kind: req.Kind, Spec: spec, DefaultDatabase: req.Database, CreatedAt: now, Warm: -1}
+	if req.Mask != "" && req.Database == "" {
+		req.Database = req.Name
+	}
+	src := catalog.Source{Name: req.Name, Kind: req.Kind, Spec: spec, DefaultDatabase: req.Database, Options: req.BuildOptions.encode(), CreatedAt: now, Warm: -1}
 	if req.Warm != nil {
 		if *req.Warm < 0 {
 			return SourceInfo{}, fmt.Errorf("%w: warm %d: want 0 or more", ErrInvalid, *req.Warm)
@@ -143,6 +153,11 @@ func (m *Manager) RefreshSource(ctx context.Context, name string, progress func(
 		req.DataDir = st.src.Spec
 	case KindBranch:
 		req.Branch = st.src.Spec
+	case seed.KindDump:
+		req.DumpPath = st.src.Spec
+	}
+	if err := req.BuildOptions.decode(st.src.Options); err != nil {
+		return SourceInfo{}, err
 	}
 	sd, err := m.buildSeed(ctx, st.src, req, progress)
 	if err != nil {
@@ -212,6 +227,7 @@ func (m *Manager) buildSeed(ctx context.Context, src catalog.Source, req SourceR
 	}
 	breq := seed.Request{
 		Kind: req.Kind, SQLFile: req.SQLFile, Database: req.Database, URL: req.URL, DataDir: req.DataDir,
+		DumpPath: req.DumpPath, KeepOwners: req.KeepOwners, Jobs: req.Jobs, Mask: req.Mask,
 		Dir: filepath.Join(work, "data"), Progress: progress, Image: m.sourceImage(ctx, src.Name),
 	}
 	if req.Kind == KindBranch {
@@ -235,6 +251,10 @@ func (m *Manager) buildSeed(ctx context.Context, src catalog.Source, req SourceR
 		return catalog.Seed{}, err
 	}
 	os.RemoveAll(work)
+	if err := writeSnapshot(final, res.Snapshot); err != nil {
+		cleanup()
+		return catalog.Seed{}, err
+	}
 	sd.State, sd.Dir, sd.PGVersion, sd.Databases, sd.Superuser, sd.ReadyAt = catalog.SeedReady, final, res.PGVersion, res.Databases, res.Superuser, m.now()
 	sd.Roles = res.Roles.Encode()
 	if err := m.cat.UpdateSeed(ctx, sd); err != nil {

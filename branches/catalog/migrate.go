@@ -18,6 +18,7 @@ var addedColumns = []column{
 	{"branches", "pooled", "INTEGER NOT NULL DEFAULT 0"},  // a warm pool member, not yet claimed
 	{"sources", "warm", "INTEGER NOT NULL DEFAULT -1"},    // pool size; -1: the server's --warm
 	{"branches", "databases", "TEXT NOT NULL DEFAULT ''"}, // read with the roles; the 3D000 check of a new branch's base
+	{"sources", "options", "TEXT NOT NULL DEFAULT ''"},
 }
 
 // migrate adds the columns of cols that the database lacks.

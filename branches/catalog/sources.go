@@ -12,6 +12,7 @@ type Source struct {
 	Kind            string // "sql", "url", "datadir" or "empty"
 	Spec            string // the file, URL or directory; "" for empty
 	DefaultDatabase string
+	Options         string // how its seeds are built (masking, restore options), encoded by the caller
 	CreatedAt       time.Time
 	Warm            int // pooled branches to keep; -1: the server's default
 }
@@ -43,8 +44,8 @@ type Seed struct {
 // AddSource records a new source. It fails with ErrExists if the name is taken.
 func (c *Catalog) AddSource(ctx context.Context, s Source) error {
 	_, err := c.db.ExecContext(ctx,
-		`INSERT INTO sources (name, kind, spec, default_database, created_at, warm) VALUES (?, ?, ?, ?, ?, ?)`,
-		s.Name, s.Kind, s.Spec, s.DefaultDatabase, unixNano(s.CreatedAt), s.Warm)
+		`INSERT INTO sources (name, kind, spec, default_database, options, created_at, warm) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		s.Name, s.Kind, s.Spec, s.DefaultDatabase, s.Options, unixNano(s.CreatedAt), s.Warm)
 	if isUnique(err) {
 		return fmt.Errorf("source %q: %w", s.Name, ErrExists)
 	}
@@ -53,7 +54,7 @@ func (c *Catalog) AddSource(ctx context.Context, s Source) error {
 
 // Sources lists every source, by name.
 func (c *Catalog) Sources(ctx context.Context) ([]Source, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT name, kind, spec, default_database, created_at, warm FROM sources ORDER BY name`)
+	rows, err := c.db.QueryContext(ctx, `SELECT name, kind, spec, default_database, options, created_at, warm FROM sources ORDER BY name`)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +63,7 @@ func (c *Catalog) Sources(ctx context.Context) ([]Source, error) {
 	for rows.Next() {
 		var s Source
 		var created int64
-		if err := rows.Scan(&s.Name, &s.Kind, &s.Spec, &s.DefaultDatabase, &created, &s.Warm); err != nil {
+		if err := rows.Scan(&s.Name, &s.Kind, &s.Spec, &s.DefaultDatabase, &s.Options, &created, &s.Warm); err != nil {
 			return nil, err
 		}
 		s.CreatedAt = fromNano(created)

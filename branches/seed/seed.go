@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/pgbranchproxy/pgbranchproxy/branches/dbdiff"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/roles"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
 	"go.uber.org/zap"
@@ -38,7 +39,12 @@ type Request struct {
 	Version  string // major version for KindSQL and KindEmpty; "" for the default binaries
 	// Image is the container image every step runs in, under a container runtime;
 	// "" for the runtime's default. The process runtime ignores it.
-	Image string
+	Image    string
+	DumpPath string // KindDump: a pg_dump archive (custom file, directory or tar)
+	// KeepOwners (KindDump) restores owners and privileges instead of --no-owner.
+	KeepOwners bool
+	Jobs       int    // KindDump: pg_restore -j where the format allows
+	Mask       string // SQL run in Database after loading and before settling; see mask
 
 	// Dir is the data directory to create. Its parent must be traversable by the
 	// runtime's OS user; Dir must not exist yet.
@@ -53,6 +59,7 @@ type Result struct {
 	Databases []string // databases that accept connections
 	Superuser string
 	Roles     roles.Set // login roles, for authentication at the proxy
+	Snapshot  dbdiff.Snapshot
 }
 
 // Runtime is what a Builder needs of a runtime: a server to settle a seed on, and
@@ -90,7 +97,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 	}
 	superuser := Superuser
 	switch req.Kind {
-	case KindEmpty, KindSQL:
+	case KindEmpty, KindSQL, KindDump:
 		progress("initdb")
 		if err := b.run(ctx, req, runtime.Job{Prog: "initdb", Paths: []string{req.Dir}}, progress,
 			"-D", req.Dir, "-U", Superuser, "-E", "UTF8", "--locale=C.UTF-8", "-A", "trust", "--no-instructions"); err != nil {
@@ -144,6 +151,20 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 			return Result{}, err
 		}
 	}
+	if req.Kind == KindDump {
+		if err := b.loadDump(ctx, srv, version, superuser, req, progress); err != nil {
+			return Result{}, err
+		}
+	}
+	if req.Mask != "" {
+		if err := b.mask(ctx, srv, version, superuser, req, progress); err != nil {
+			return Result{}, err
+		}
+	}
+	snap, err := b.snapshot(ctx, srv, req, version, superuser, progress)
+	if err != nil {
+		return Result{}, fmt.Errorf("record schema: %w", err)
+	}
 	dbs, err := srv.settle(ctx, superuser, progress)
 	if err != nil {
 		return Result{}, err
@@ -161,7 +182,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 		return Result{}, err
 	}
 	cleanRuntimeFiles(req.Dir)
-	return Result{PGVersion: version, Databases: dbs, Superuser: superuser, Roles: rs}, nil
+	return Result{PGVersion: version, Databases: dbs, Superuser: superuser, Roles: rs, Snapshot: snap}, nil
 }
 
 // run runs job (a Postgres program of req's version, in req's image) as the OS user

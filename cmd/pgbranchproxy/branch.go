@@ -19,7 +19,7 @@ func newBranch(g *globalFlags) *cobra.Command {
 		branchAction(g, "reset", "Throw a branch's writes away, back to its base", http.MethodPost, "/reset"),
 		branchAction(g, "stop", "Stop a branch's server, keeping its data", http.MethodPost, "/stop"),
 		newBranchDestroy(g),
-		newBranchSet(g))
+		newBranchSet(g), newBranchDiff(g))
 	return cmd
 }
 

@@ -27,20 +27,24 @@ func newSourceAdd(g *globalFlags) *cobra.Command {
 	var req branches.SourceRequest
 	var empty bool
 	var warm int
+	var maskFile string
 	cmd := &cobra.Command{
-		Use:   "add NAME (--from-sql FILE [--database DB] | --from-url URL | --from-datadir PATH | --from-branch SOURCE/BRANCH | --empty)",
+		Use:   "add NAME (--from-sql FILE [--database DB] | --from-url URL | --from-datadir PATH | --from-branch SOURCE/BRANCH | --from-dump FILE|DIR | --empty) [--mask FILE.sql]",
 		Short: "Add a source and build its settled seed; returns when it is ready",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Name = args[0]
 			n := 0
-			for _, set := range []bool{req.SQLFile != "", req.URL != "", req.DataDir != "", req.Branch != "", empty} {
+			for _, set := range []bool{req.SQLFile != "", req.URL != "", req.DataDir != "", req.Branch != "", req.DumpPath != "", empty} {
 				if set {
 					n++
 				}
 			}
 			if n != 1 {
-				return usageErrorf("give exactly one of --from-sql, --from-url, --from-datadir, --from-branch or --empty")
+				return usageErrorf("give exactly one of --from-sql, --from-url, --from-datadir, --from-branch, --from-dump or --empty")
+			}
+			if err := readMask(maskFile, &req); err != nil {
+				return err
 			}
 			switch {
 			case req.SQLFile != "":
@@ -64,6 +68,13 @@ func newSourceAdd(g *globalFlags) *cobra.Command {
 					return err
 				}
 				req.DataDir = abs
+			case req.DumpPath != "":
+				req.Kind = seed.KindDump
+				abs, err := filepath.Abs(req.DumpPath)
+				if err != nil {
+					return err
+				}
+				req.DumpPath = abs
 			default:
 				req.Kind = seed.KindEmpty
 			}
@@ -81,6 +92,7 @@ func newSourceAdd(g *globalFlags) *cobra.Command {
 	cmd.Flags().BoolVar(&empty, "empty", false, "an empty cluster (initdb)")
 	addSourceServerFlags(cmd.Flags(), &req.Server)
 	cmd.Flags().IntVar(&warm, "warm", 0, "branches of its newest seed to keep created and running for new names to claim (default: serve's --warm)")
+	addBuildFlags(cmd, &req, &maskFile)
 	return cmd
 }
 
