@@ -11,6 +11,7 @@ command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
 command -v losetup >/dev/null || need+=(mount)
 command -v chattr >/dev/null || need+=(e2fsprogs)
 command -v pgbouncer >/dev/null || need+=(pgbouncer)
+command -v chromium >/dev/null || need+=(chromium)  # the web page's browser test
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"

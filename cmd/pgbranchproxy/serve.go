@@ -302,7 +302,7 @@ func serve(g *globalFlags, f *serveFlags) error {
 		mgr.Close(context.Background())
 		return err
 	}
-	adminSrv := &http.Server{Handler: api.Local(), ReadHeaderTimeout: 10 * time.Second}
+	adminSrv := &http.Server{Handler: admin.WithPage(api.Local(), f.listen), ReadHeaderTimeout: 10 * time.Second}
 	go adminSrv.Serve(adminLn)
 	if f.adminListen != "" {
 		aln, err := net.Listen("tcp", f.adminListen)
@@ -311,7 +311,7 @@ func serve(g *globalFlags, f *serveFlags) error {
 			mgr.Close(context.Background())
 			return fmt.Errorf("--admin-listen: %w", err)
 		}
-		tcpAdmin := &http.Server{Handler: api.Remote(), ReadHeaderTimeout: 10 * time.Second}
+		tcpAdmin := &http.Server{Handler: admin.WithPage(api.Remote(), f.listen), ReadHeaderTimeout: 10 * time.Second}
 		go tcpAdmin.Serve(aln)
 		defer tcpAdmin.Close()
 	}
