@@ -56,6 +56,7 @@ CREATE TABLE audit (id int);`)
 		if code != 1 || !strings.Contains(out, step.want) || !strings.Contains(out, "--- seed/app\n+++ feature/app\n") {
 			t.Fatalf("after %s: exit %d, output:\n%s", step.sql, code, out)
 		}
+		t.Logf("after %s:\n%s", step.sql, out)
 	}
 
 	// Against another branch: an untouched one has the seed's schema.
