@@ -115,15 +115,17 @@ func (p *page) render(w http.ResponseWriter, r *http.Request, name string) {
 func (p *page) load(r *http.Request) *pageData {
 	d := &pageData{Flash: r.URL.Query().Get("done"), Error: r.URL.Query().Get("error"), Now: time.Now()}
 	status, msg := p.call(r, http.MethodGet, "/v1/info", &d.Info)
-	if status == http.StatusUnauthorized || status == http.StatusForbidden {
+	switch status {
+	case http.StatusOK, http.StatusForbidden: // a ci token may list its branches only
+	case http.StatusUnauthorized:
 		d.Login, d.LoginError = true, r.URL.Query().Get("login")
 		return d
-	}
-	if status != http.StatusOK {
+	default:
 		d.Error = msg
 		return d
 	}
-	if _, msg := p.call(r, http.MethodGet, "/v1/sources", &d.Sources); msg != "" {
+	// What the token may not read stays empty.
+	if status, msg := p.call(r, http.MethodGet, "/v1/sources", &d.Sources); status != http.StatusOK && status != http.StatusForbidden {
 		d.Error = msg
 	}
 	var list []branches.Info
