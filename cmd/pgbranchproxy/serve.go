@@ -90,7 +90,7 @@ func newServe(g *globalFlags) *cobra.Command {
 	fl.StringVar(&f.adminListen, "admin-listen", "", "also serve the admin API on this TCP address, to bearer tokens (--admin-token, token create)")
 	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token of role admin for --admin-listen, named bootstrap (or PGBRANCH_ADMIN_TOKEN; at least 16 characters)")
 	f.reuseFlags.register(fl)
-	fl.StringVar(&f.relay, "relay", proxy.RelayAuto, "how plaintext sessions are relayed after login: auto (kernel where it loads, else epoll), kernel (BPF sockmap; refuse to start without it), epoll (an epoll loop) or goroutine (two goroutines a session; TLS sessions always use these)")
+	fl.StringVar(&f.relay, "relay", proxy.RelayEpoll, "how plaintext sessions are relayed after login: epoll (an epoll loop, the default), auto (kernel where it loads, else epoll), kernel (BPF sockmap; refuse to start without it) or goroutine (two goroutines a session; TLS sessions always use these)")
 	fl.BoolVar(&f.relayFailLoad, "relay-simulate-load-failure", false, "act as if the kernel refused the kernel relay's programs (for tests)")
 	fl.MarkHidden("relay-simulate-load-failure")
 	fl.IntVar(&f.failedLogins, "max-failed-logins", 20, "failed logins per minute from one address before it is refused (negative: no limit)")
