@@ -113,6 +113,9 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	if err := footprint(ctx, e, px, small, "owned_mib", rep); err != nil {
 		return err
 	}
+	if err := containerOverhead(ctx, e, px, small, rep); err != nil {
+		return err
+	}
 	e.logf("restarting pgbranchproxy with --lazyrw=off")
 	if err := px.stop(); err != nil {
 		return err

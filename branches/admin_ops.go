@@ -109,6 +109,8 @@ type Settings struct {
 	// Ephemeral false keeps a branch that was to be destroyed with its last session
 	// (a test helper does this when the test failed); true makes it ephemeral.
 	Ephemeral *bool `json:"ephemeral,omitempty"`
+	// ServerLimits caps the branch's server from its next start (container runtimes).
+	ServerLimits
 }
 
 // Set changes a branch's TTL, quota or ephemeral mark.
@@ -133,6 +135,9 @@ func (m *Manager) Set(ctx context.Context, source, name string, s Settings) erro
 			}
 		})
 	})
+	if err == nil && s.ServerLimits != (ServerLimits{}) {
+		err = m.SetLimits(ctx, source, name, s.ServerLimits)
+	}
 	if err == nil {
 		m.kickReaper()
 	}

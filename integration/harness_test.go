@@ -90,6 +90,7 @@ func newStateDir(t testing.TB) string {
 	}
 	os.Chmod(dir, 0o711)
 	t.Cleanup(func() {
+		assertNoContainers(t, dir)
 		assertNothingLeft(t, dir)
 		os.RemoveAll(dir)
 	})
@@ -117,6 +118,7 @@ func startServer(t testing.TB, state string, extra ...string) *server {
 		// INTEGRATION_RELAY=kernel runs every test's sessions on that relay.
 		s.args = append(s.args, "--relay", r)
 	}
+	s.args = append(s.args, runtimeArgs(extra)...)
 	s.start()
 	t.Cleanup(s.stop)
 	return s

@@ -161,7 +161,10 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Instance, error) {
 		att.Close()
 		logf.Close()
 	}()
-	go inst.wait(logged)
+	// Wait for the next exit before the start, so that an early exit is not missed
+	// and a container not yet started does not count as exited.
+	waitC, errC := d.cli.ContainerWait(context.Background(), c, container.WaitConditionNextExit)
+	go inst.wait(waitC, errC, logged)
 	if err := d.cli.ContainerStart(ctx, c, container.StartOptions{}); err != nil {
 		att.Close()
 		d.remove(c)
@@ -238,9 +241,8 @@ func (c *ctr) Done() <-chan struct{} { return c.done }
 
 // wait closes done once the container has exited, its output is in the log and the
 // container is removed.
-func (c *ctr) wait(logged <-chan struct{}) {
+func (c *ctr) wait(waitC <-chan container.WaitResponse, errC <-chan error, logged <-chan struct{}) {
 	defer close(c.done)
-	waitC, errC := c.d.cli.ContainerWait(context.Background(), c.id, container.WaitConditionNotRunning)
 	select {
 	case <-waitC:
 	case err := <-errC:

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
 	"github.com/spf13/cobra"
 )
 
@@ -76,9 +77,10 @@ func newBranchSet(g *globalFlags) *cobra.Command {
 	var source string
 	var ttl time.Duration
 	var quota int64
+	var limits runtime.Limits
 	cmd := &cobra.Command{
-		Use:   "set NAME [--ttl DUR] [--quota SIZE] [--source S]",
-		Short: "Change a branch's TTL or quota",
+		Use:   "set NAME [--ttl DUR] [--quota SIZE] [--branch-memory SIZE] [--branch-cpus N] [--branch-pids N] [--source S]",
+		Short: "Change a branch's TTL, quota or server limits (limits apply from its next start)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var s branches.Settings
@@ -88,8 +90,17 @@ func newBranchSet(g *globalFlags) *cobra.Command {
 			if cmd.Flags().Changed("quota") {
 				s.Quota = &quota
 			}
-			if s.TTL == nil && s.Quota == nil {
-				return fmt.Errorf("give --ttl or --quota")
+			if cmd.Flags().Changed("branch-memory") {
+				s.MemoryBytes = &limits.MemoryBytes
+			}
+			if cmd.Flags().Changed("branch-cpus") {
+				s.CPUs = &limits.CPUs
+			}
+			if cmd.Flags().Changed("branch-pids") {
+				s.PIDs = &limits.PIDs
+			}
+			if s.TTL == nil && s.Quota == nil && s.ServerLimits == (branches.ServerLimits{}) {
+				return fmt.Errorf("give --ttl, --quota, --branch-memory, --branch-cpus or --branch-pids")
 			}
 			path := "/v1/branches/" + url.PathEscape(args[0])
 			if source != "" {
@@ -101,6 +112,7 @@ func newBranchSet(g *globalFlags) *cobra.Command {
 	cmd.Flags().StringVar(&source, "source", "", "source of the branch (when the name exists in several)")
 	cmd.Flags().DurationVar(&ttl, "ttl", 0, "destroy after this long without a session; 0: the server's default")
 	cmd.Flags().Var(sizeFlag{&quota}, "quota", "bytes the branch may own, e.g. 2GB; 0: the server's default")
+	addLimitFlags(cmd.Flags(), &limits)
 	return cmd
 }
 

@@ -1,0 +1,138 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// dockerServer starts serve with the Docker runtime whatever INTEGRATION_RUNTIME says.
+func dockerServer(t *testing.T, state string, extra ...string) *server {
+	t.Helper()
+	return startServer(t, state, append([]string{"--runtime", "docker", "--image", dockerImage()}, extra...)...)
+}
+
+// TestDockerMemoryLimit: a branch whose query needs more than its memory limit is
+// killed by the kernel and comes back on the next connect; another branch's session
+// never notices.
+func TestDockerMemoryLimit(t *testing.T) {
+	s := dockerServer(t, newStateDir(t))
+	s.seedSQL("mem", "CREATE TABLE t (id int PRIMARY KEY, v text); INSERT INTO t SELECT g, md5(g::text) FROM generate_series(1, 1000) g;")
+	ctx := context.Background()
+	calm := s.connect(t, "mem@calm")
+	if _, err := calm.Exec(ctx, "UPDATE t SET v = 'calm' WHERE id = 1"); err != nil {
+		t.Fatal(err)
+	}
+	s.mustCLI("branch", "create", "hog", "--source", "mem")
+	s.mustCLI("branch", "set", "hog", "--branch-memory", "64MB")
+	hog := s.connect(t, "mem@hog")
+	cli := dockerClient(t)
+	for _, c := range containersOf(t, cli, s.state) {
+		if c.Labels["pgbranchproxy.branch"] != "hog" {
+			continue
+		}
+		info, err := cli.ContainerInspect(ctx, c.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.HostConfig.Memory != 64<<20 {
+			t.Errorf("hog's container has memory limit %d, want %d", info.HostConfig.Memory, 64<<20)
+		}
+	}
+	// An in-memory sort of ~600 MB.
+	_, err := hog.Exec(ctx, "SET work_mem = '4GB'; SELECT count(*) FROM (SELECT g, repeat(md5(g::text), 4) AS pad FROM generate_series(1, 4000000) g ORDER BY pad) s")
+	if err == nil {
+		t.Fatal("a 600 MB sort under a 64 MB limit succeeded")
+	}
+	t.Logf("the query under the limit: %v", err)
+	var v string
+	if err := calm.QueryRow(ctx, "SELECT v FROM t WHERE id = 1").Scan(&v); err != nil || v != "calm" {
+		t.Errorf("the other branch's session after the kill: %q %v", v, err)
+	}
+	// The next connect gets the branch back (restarted or recovered).
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, err := s.psql(t, "mem@hog", "SELECT count(*) FROM t")
+		if err == nil && out == "1000" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hog did not come back: %q %v\n%s", out, err, s.logs())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// TestDockerTwoImages: two sources on two images side by side; each source's branch
+// servers run in its own image. Only PostgreSQL 15 is installable here, so the second
+// image is a second tag of the same root filesystem.
+func TestDockerTwoImages(t *testing.T) {
+	cli := dockerClient(t)
+	ctx := context.Background()
+	second := strings.Split(dockerImage(), ":")[0] + ":15-second"
+	if err := cli.ImageTag(ctx, dockerImage(), second); err != nil {
+		t.Fatal(err)
+	}
+	s := dockerServer(t, newStateDir(t))
+	for _, src := range []struct{ name, image string }{{"one", dockerImage()}, {"two", second}} {
+		f := filepath.Join(filepath.Dir(s.state), src.name+".sql")
+		if err := os.WriteFile(f, []byte("CREATE TABLE who (name text); INSERT INTO who VALUES ('"+src.name+"');"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s.mustCLI("source", "add", src.name, "--from-sql", f, "--image", src.image)
+	}
+	images := map[string]string{}
+	for _, db := range []string{"one", "two"} {
+		if out, err := s.psql(t, db+"@b", "SELECT name FROM who"); err != nil || out != db {
+			t.Fatalf("%s@b: %q %v", db, out, err)
+		}
+	}
+	for _, c := range containersOf(t, cli, s.state) {
+		images[c.Labels["pgbranchproxy.source"]] = c.Image
+	}
+	if images["one"] != dockerImage() || images["two"] != second {
+		t.Errorf("images of the branch servers by source: %v", images)
+	}
+	if _, err := s.cli("source", "add", "bad", "--empty", "--image", "pgbranchproxy/no-such-image:1"); err == nil {
+		t.Error("source add with a missing image succeeded")
+	}
+}
+
+// TestDockerReconcileAfterKill9: five branch containers outlive a kill -9 of serve;
+// the next start removes them all, and after a clean stop none is left.
+func TestDockerReconcileAfterKill9(t *testing.T) {
+	state := newStateDir(t)
+	s := dockerServer(t, state)
+	s.seedSQL("shop", shopSQL)
+	for i := range 5 {
+		s.connect(t, fmt.Sprintf("shop@r%d", i)).Close(context.Background())
+	}
+	cli := dockerClient(t)
+	if n := len(containersOf(t, cli, state)); n != 5 {
+		t.Fatalf("%d containers before kill -9, want 5", n)
+	}
+	s.kill9()
+	if n := len(containersOf(t, cli, state)); n != 5 {
+		t.Fatalf("%d containers after kill -9, want the 5 branch servers", n)
+	}
+	s2 := dockerServer(t, state)
+	if left := containersOf(t, cli, state); len(left) != 0 {
+		t.Errorf("%d containers of the killed run after restart", len(left))
+	}
+	for name, b := range s2.branches() {
+		if b.State != "stopped" {
+			t.Errorf("branch %s after reconcile: %s, want stopped", name, b.State)
+		}
+	}
+	if out, err := s2.psql(t, "shop@r3", "SELECT count(*) FROM accounts"); err != nil {
+		t.Fatalf("r3 after restart: %q %v", out, err)
+	}
+	s2.stop()
+	if left := containersOf(t, cli, state); len(left) != 0 {
+		t.Errorf("%d containers after a clean stop", len(left))
+	}
+}
