@@ -120,4 +120,3 @@ func containerOverhead(ctx context.Context, e *env, px *proxyServer, d *dataset,
 	rep.series("container_ratio/select_only_c8", "ratio", pairedRatios(samples["c8/docker"], samples["c8/process"]), "docker / process tps, pgbench -S -c 8 through the proxy, paired")
 	return nil
 }
-
