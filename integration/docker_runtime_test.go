@@ -29,6 +29,7 @@ func TestDockerMemoryLimit(t *testing.T) {
 	}
 	s.mustCLI("branch", "create", "hog", "--source", "mem")
 	s.mustCLI("branch", "set", "hog", "--branch-memory", "64MB")
+	s.mustCLI("branch", "stop", "hog") // limits apply from the next start
 	hog := s.connect(t, "mem@hog")
 	cli := dockerClient(t)
 	for _, c := range containersOf(t, cli, s.state) {

@@ -89,7 +89,7 @@ func TestCopyOnWriteTorture(t *testing.T) {
 	}
 	state := newStateDir(t)
 	s := startServer(t, state)
-	s.seedSQL("cow", tortureSQL)
+	s.seedSQL("cow", strings.ReplaceAll(tortureSQL, "1000000", bigRows()))
 	seedBefore := seedChecksum(t, seedDir(s, "cow"))
 	ctx := context.Background()
 	exec1 := func(db, sql string) {
@@ -130,7 +130,7 @@ func TestCopyOnWriteTorture(t *testing.T) {
 		if small-base > 100<<10 {
 			t.Errorf("1-row update of a small table copied %d bytes", small-base)
 		}
-		if first-small < 200<<20 {
+		if first-small < 200<<20/int64(tortureScale()) {
 			t.Errorf("1-row update of big copied only %d bytes; expected its segment", first-small)
 		}
 		if second-first > 1<<20 {
@@ -155,7 +155,7 @@ func TestCopyOnWriteTorture(t *testing.T) {
 			t.Errorf("after DDL: %q %v", out, err)
 		}
 		// The other branches and the seed are untouched.
-		if out, err := s.psql(t, "cow@reads", "SELECT count(*) FROM big"); err != nil || out != "1000000" {
+		if out, err := s.psql(t, "cow@reads", "SELECT count(*) FROM big"); err != nil || out != bigRows() {
 			t.Errorf("branch reads after ddl dropped big: %q %v", out, err)
 		}
 	})
@@ -212,7 +212,7 @@ func TestCopyOnWriteTorture(t *testing.T) {
 
 	t.Run("ResetReturnsToSeed", func(t *testing.T) {
 		s.mustCLI("branch", "reset", "ddl")
-		if out, err := s.psql(t, "cow@ddl", "SELECT count(*) FROM big"); err != nil || out != "1000000" {
+		if out, err := s.psql(t, "cow@ddl", "SELECT count(*) FROM big"); err != nil || out != bigRows() {
 			t.Fatalf("after reset: %q %v", out, err)
 		}
 		if out, _ := s.psql(t, "cow@ddl", "SELECT count(*) FROM pg_database WHERE datname LIKE 'copy%'"); out != "0" {
@@ -241,7 +241,7 @@ func TestCopyOnWriteTorture(t *testing.T) {
 		if b := eager.branches()["eager"]; b.CowMode != "eager" {
 			t.Errorf("cow_mode %q with --lazyrw=off", b.CowMode)
 		}
-		if after-before < 200<<20 {
+		if after-before < 200<<20/int64(tortureScale()) {
 			t.Errorf("eager read pass copied only %d bytes", after-before)
 		}
 	})
