@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
@@ -86,7 +87,7 @@ func (d *Docker) User() OSUser { return d.cfg.User }
 func (d *Docker) CheckImage(ctx context.Context, image string) error {
 	image = cmp.Or(image, d.cfg.Image)
 	if _, err := d.cli.ImageInspect(ctx, image); err != nil {
-		if client.IsErrNotFound(err) {
+		if cerrdefs.IsNotFound(err) {
 			return fmt.Errorf("image %q is not on the Docker Engine: build it (make image) or pull it (docker pull %s)", image, image)
 		}
 		return fmt.Errorf("inspect image %q: %w", image, err)
@@ -219,7 +220,7 @@ func (d *Docker) create(ctx context.Context, cfg *container.Config, host *contai
 func (d *Docker) remove(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := d.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true}); err != nil && !client.IsErrNotFound(err) {
+	if err := d.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		d.log.Warn("remove container", zap.String("container", shortID(id)), zap.Error(err))
 	}
 }
@@ -291,7 +292,7 @@ func (c *ctr) Stop(ctx context.Context) error {
 func (c *ctr) kill(sig string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := c.d.cli.ContainerKill(ctx, c.id, sig); err != nil && !client.IsErrNotFound(err) {
+	if err := c.d.cli.ContainerKill(ctx, c.id, sig); err != nil && !cerrdefs.IsNotFound(err) {
 		c.d.log.Debug("signal container", zap.String("container", shortID(c.id)), zap.String("signal", sig), zap.Error(err))
 	}
 }
