@@ -27,7 +27,7 @@ image: ## build the local PostgreSQL image --runtime docker uses (pgbranchproxy/
 
 test: deps build image ## the whole suite: shim C tests, then go test ./... (needs root)
 	$(MAKE) -C shim test
-	$(GO) test -count=1 -timeout 20m $(PKGS)
+	$(GO) test -count=1 -timeout 45m $(PKGS)
 
 test-short: ## unit tests only
 	$(GO) test -short -count=1 $(PKGS)
