@@ -264,14 +264,19 @@ func TestSkeleton(t *testing.T) {
 		}
 	})
 
-	t.Run("CancelKeyIsTheProxys", func(t *testing.T) {
+	// The key carries the backend's real PID (so pg_terminate_backend, NOTIFY and
+	// pg_stat_activity agree with the client) and a secret of the proxy's own.
+	t.Run("CancelKeyHasTheBackendsPID", func(t *testing.T) {
 		c := s.connect(t, "shop@cancel")
 		var backendPID uint32
 		if err := c.QueryRow(context.Background(), "SELECT pg_backend_pid()").Scan(&backendPID); err != nil {
 			t.Fatal(err)
 		}
-		if c.PgConn().PID() == backendPID {
-			t.Errorf("client was given the backend's real pid %d", backendPID)
+		if c.PgConn().PID() != backendPID {
+			t.Errorf("client was told pid %d, the backend's is %d", c.PgConn().PID(), backendPID)
+		}
+		if n := len(c.PgConn().SecretKey()); n != 4 {
+			t.Errorf("secret of %d bytes in protocol 3.0, want 4", n)
 		}
 	})
 
