@@ -53,7 +53,10 @@ func startServe(ctx context.Context, c config, state string) (*serve, error) {
 		return nil, err
 	}
 	s.cmd = exec.Command(c.bin, "--state-dir", state, "serve", "--listen", s.addr, "--metrics-listen", s.metrics,
-		"--auth", "trust", "--shim", c.shim, "--reap-interval", "1s", "--idle-stop", c.idleStop.String())
+		"--auth", "trust", "--shim", c.shim, "--reap-interval", "1s", "--idle-stop", c.idleStop.String(),
+		// Parked server sessions retire on the soak's compressed time scale too, so
+		// their descriptors level off within a short run.
+		"--server-idle-timeout", "5s")
 	if s.logFile, err = os.Create(filepath.Join(filepath.Dir(state), "serve.log")); err != nil {
 		return nil, err
 	}
