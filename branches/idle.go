@@ -53,11 +53,7 @@ func (l *Lease) ReleaseIdle(key string, c io.Closer) {
 		if b.idleCount >= m.cfg.MaxIdleServers {
 			evicted = b.popOldestIdleLocked()
 		}
-		if b.idle == nil {
-			b.idle = map[string][]parkedConn{}
-		}
-		b.idle[key] = append(b.idle[key], parkedConn{c: c, since: m.now()})
-		b.idleCount++
+		b.addIdleLocked(key, c, m.now())
 	}
 	m.mu.Unlock()
 	if !keep {
@@ -67,6 +63,15 @@ func (l *Lease) ReleaseIdle(key string, c io.Closer) {
 		evicted.Close()
 	}
 	l.Release()
+}
+
+// addIdleLocked parks c under key. m.mu is held.
+func (b *branch) addIdleLocked(key string, c io.Closer, now time.Time) {
+	if b.idle == nil {
+		b.idle = map[string][]parkedConn{}
+	}
+	b.idle[key] = append(b.idle[key], parkedConn{c: c, since: now})
+	b.idleCount++
 }
 
 // popOldestIdleLocked removes the longest-parked session. m.mu is held.

@@ -246,11 +246,7 @@ func (m *Manager) park(b *branch, k string, c io.Closer) bool {
 	if b.inst == nil || b.idleCount >= m.cfg.MaxIdleServers {
 		return false
 	}
-	if b.idle == nil {
-		b.idle = map[string][]parkedConn{}
-	}
-	b.idle[k] = append(b.idle[k], parkedConn{c: c, since: m.now()})
-	b.idleCount++
+	b.addIdleLocked(k, c, m.now())
 	return true
 }
 
