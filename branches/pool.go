@@ -87,7 +87,7 @@ func (m *Manager) claimLocked(k key, route router.Route) *op {
 		m.markPersisted(member, cl.At)
 		m.cfg.Metrics.poolEvent("claim")
 		m.log.Info("branch claimed from the warm pool", zap.String("source", k.source), zap.String("branch", k.name))
-		go m.refillPools()
+		m.refillSoon()
 		return nil
 	})
 }
@@ -99,6 +99,22 @@ func (m *Manager) markPersisted(b *branch, t time.Time) {
 		b.persistedUse = t
 	}
 	m.mu.Unlock()
+}
+
+// claimRefillDelay is how long a refill waits after a claim: the client that claimed
+// a member runs its first queries now, and a server start beside them would slow
+// them; claims within the delay share one refill.
+const claimRefillDelay = 200 * time.Millisecond
+
+// refillSoon refills the pools after claimRefillDelay, once for every claim made
+// meanwhile.
+func (m *Manager) refillSoon() {
+	if m.refillDue.CompareAndSwap(false, true) {
+		time.AfterFunc(claimRefillDelay, func() {
+			m.refillDue.Store(false)
+			m.refillPools()
+		})
+	}
 }
 
 // refillPools brings every source's pool to its size: stale members (an older
@@ -201,7 +217,7 @@ func (m *Manager) prewarm(ctx context.Context, b *branch) {
 	source, inst := b.rec.Source, b.inst
 	var keys []string
 	if s := m.sources[source]; s != nil {
-		keys = append(topKeys(s.keys, prewarmKeys), pw.UserKeys(s.src.DefaultDatabase)...)
+		keys = append(topKeys(s.keys, prewarmKeys), pw.UserKeys(s.clientDatabase())...)
 	}
 	m.mu.Unlock()
 	if inst == nil {
@@ -234,6 +250,28 @@ func (m *Manager) prewarm(ctx context.Context, b *branch) {
 			}
 		}
 	}
+}
+
+// clientDatabase is the database a source's clients most likely connect to: its
+// default database, else the one database of its seed that initdb did not make,
+// else the database named like the source, else postgres.
+func (s *sourceState) clientDatabase() string {
+	if s.src.DefaultDatabase != "" || s.seed == nil {
+		return s.src.DefaultDatabase
+	}
+	var own []string
+	for _, db := range s.seed.Databases {
+		if db != "postgres" && db != "template0" && db != "template1" {
+			own = append(own, db)
+		}
+	}
+	switch {
+	case len(own) == 1:
+		return own[0]
+	case slices.Contains(own, s.src.Name):
+		return s.src.Name
+	}
+	return "postgres"
 }
 
 // prewarmKeys is how many of the most used startup keys a pool member opens.

@@ -77,6 +77,9 @@ func TestWarmPool(t *testing.T) {
 	if claims, _ := s.poolEvents(t); claims != 1 {
 		t.Fatalf("claims = %d, want 1", claims)
 	}
+	if m := s.metrics(t); !regexp.MustCompile(`pgbranch_proxy_server_sessions_reused_total [1-9]`).MatchString(m) {
+		t.Errorf("the claim forked a backend: no server session opened ahead was used\n%s", m)
+	}
 	waitPool(t, s, 2)
 	eph := s.connect(t, "app@eph", "options='-c pgbranch.ephemeral=on'")
 	eph.Close(context.Background())

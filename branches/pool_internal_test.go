@@ -1,0 +1,41 @@
+package branches
+
+import (
+	"testing"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+)
+
+// The database pool members open sessions for under --warm-user USER (no @DB) is
+// the one the source's clients use, also for a source added without --database.
+func TestClientDatabase(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, def string
+		dbs       []string
+		want      string
+	}{
+		{"default set", "shop", []string{"shop", "app", "postgres"}, "shop"},
+		{"one database of its own", "", []string{"bench", "postgres", "template1"}, "bench"},
+		{"several, one named like the source", "", []string{"src", "other", "postgres"}, "src"},
+		{"several, none named like the source", "", []string{"a", "b", "postgres"}, "postgres"},
+		{"only initdb's", "", []string{"postgres", "template1"}, "postgres"},
+	}
+	for _, tt := range tests {
+		s := &sourceState{src: catalog.Source{Name: "src", DefaultDatabase: tt.def}, seed: &catalog.Seed{Databases: tt.dbs}}
+		if got := s.clientDatabase(); got != tt.want {
+			t.Errorf("%s: clientDatabase = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestTopKeys(t *testing.T) {
+	t.Parallel()
+	got := topKeys(map[string]int{"a": 1, "b": 5, "c": 3, "d": 0}, 2)
+	if len(got) != 2 || got[0] != "b" || got[1] != "c" {
+		t.Fatalf("topKeys = %q, want [b c]", got)
+	}
+	if got := topKeys(map[string]int{"a": 1}, 3); len(got) != 1 {
+		t.Fatalf("topKeys of one key = %q", got)
+	}
+}
