@@ -27,7 +27,7 @@ func (s *Server) handle(raw net.Conn) {
 	defer s.untrack(raw)
 	conn := raw
 	defer func() { conn.Close() }()
-	log := s.log.With(zap.Stringer("remote", raw.RemoteAddr()))
+	log := s.log.WithLazy(zap.Stringer("remote", raw.RemoteAddr()))
 	if max := s.cfg.MaxClientConns; max > 0 && s.Stats.Active.Load() > int64(max) {
 		s.refuse(conn, log, errTooManyClients)
 		return
@@ -54,7 +54,7 @@ func (s *Server) handle(raw net.Conn) {
 		return
 	}
 	user := st.params["user"]
-	log = log.With(zap.String("database", route.Database), zap.String("branch", route.Branch), zap.String("user", user))
+	log = log.WithLazy(zap.String("database", route.Database), zap.String("branch", route.Branch), zap.String("user", user))
 	if err := negotiate(conn, st); err != nil {
 		return
 	}
@@ -107,7 +107,7 @@ func (s *Server) handle(raw net.Conn) {
 	_, err = conn.Write(sc.greeting(route.Params["application_name"], sc.pid, secret))
 	keep := err == nil && s.relaySession(conn, raw, sc, log)
 	s.cancels.revoke(sc.pid, secret)
-	s.endSession(lease, sc, keep, log)
+	s.endSession(lease, sc, keep, route.Params["application_name"], log)
 }
 
 // serverSession gives a client a server session on its branch: a parked one with
@@ -178,9 +178,9 @@ func (s *Server) relaySession(conn, raw net.Conn, sc *serverConn, log *zap.Logge
 
 // endSession ends the client's session: an idle server session is reset and parked
 // on the branch for the next client with its startup key; any other is closed.
-func (s *Server) endSession(lease Lease, sc *serverConn, keep bool, log *zap.Logger) {
+func (s *Server) endSession(lease Lease, sc *serverConn, keep bool, appName string, log *zap.Logger) {
 	if keep {
-		if err := sc.reset(s.cfg.CancelTimeout); err != nil {
+		if err := sc.reset(appName, s.cfg.CancelTimeout); err != nil {
 			if ce := log.Check(zap.DebugLevel, "server session not reused"); ce != nil {
 				ce.Write(zap.Error(err))
 			}

@@ -64,8 +64,10 @@ func TestReuseIdleServerSession(t *testing.T) {
 		if fb.parks.Load() != 1 || fb.parked() != 1 {
 			t.Fatalf("parked %d (ReleaseIdle %d), want the idle server session parked", fb.parked(), fb.parks.Load())
 		}
-		if q := queriesSeen(fs); len(q) != 2 || q[1] != "DISCARD ALL" {
-			t.Fatalf("server saw %q, want the client's query then DISCARD ALL", q)
+		// The fake server reports no application_name at start-up, so the reset
+		// sets the leaving client's, in the same round trip.
+		if q := queriesSeen(fs); len(q) != 3 || q[1] != "DISCARD ALL" || q[2] != "SET application_name = 'one'" {
+			t.Fatalf("server saw %q, want the client's query, DISCARD ALL, then its application_name set", q)
 		}
 		if n := fs.ended.Load(); n != 0 {
 			t.Fatalf("%d server sessions ended; the parked one must stay open", n)
@@ -91,6 +93,18 @@ func TestReuseIdleServerSession(t *testing.T) {
 		query(t, second)
 		p.sendCancel(t, pid, secret) // the first client's key died with its session
 		noneYet(t, fs.cancels, "cancel with a key of an ended session")
+		closeConn(t, second)
+		fb.lease(t, 1).waitReleased(t)
+		queriesSeen(fs)
+
+		// A client with the application_name the session was parked with needs no SET.
+		third := p.mustConnect(t, "dbname=app@feat application_name=two")
+		if v := third.ParameterStatus("application_name"); v != "two" {
+			t.Errorf("application_name = %q, want two", v)
+		}
+		if q := queriesSeen(fs); len(q) != 0 {
+			t.Fatalf("server saw %q for a client with the parked session's application_name, want nothing", q)
+		}
 	})
 }
 

@@ -23,13 +23,14 @@ import (
 // would have shown it.
 type serverConn struct {
 	net.Conn
-	key     string
-	pid     uint32
-	secret  []byte // the backend's own secret, used only to forward cancels
-	status  []byte // the ParameterStatus messages of its start-up, application_name left out
-	appName string // application_name as of start-up: what a reset returns it to
-	extra   []byte // messages of the first start-up to pass on once (notices)
-	parked  time.Time
+	key      string
+	pid      uint32
+	secret   []byte // the backend's own secret, used only to forward cancels
+	status   []byte // the ParameterStatus messages of its start-up, application_name left out
+	appName  string // application_name now, between clients
+	startApp string // application_name as of start-up: what DISCARD ALL returns it to
+	extra    []byte // messages of the first start-up to pass on once (notices)
+	parked   time.Time
 }
 
 // startupKey is the part of a client's startup parameters that shapes a server
@@ -69,10 +70,23 @@ func OpenIdle(ctx context.Context, dial func(context.Context) (net.Conn, error),
 	if err != nil {
 		return nil, err
 	}
+	// A backend's first query fills its catalog caches; run one now so that the
+	// first client's first query costs what it costs on a reused session.
+	if err := sc.exec(warmTimeout, warmQuery); err != nil {
+		sc.Close()
+		return nil, fmt.Errorf("warm a server session: %w", err)
+	}
 	sc.extra = nil
 	sc.parked = time.Now()
 	return sc, nil
 }
+
+// warmQuery is what OpenIdle runs on a new session: it parses, plans and executes,
+// which loads the catalog entries every client's first query needs.
+const warmQuery = "SELECT 1"
+
+// warmTimeout bounds warmQuery.
+const warmTimeout = 10 * time.Second
 
 // backendError is an ErrorResponse a branch server sent instead of starting the
 // session. The client gets it as it was sent.
@@ -142,7 +156,7 @@ func startSession(conn net.Conn, params map[string]string) (*serverConn, error) 
 				return nil, fmt.Errorf("%w: branch server's parameter status: %v", errProtocol, err)
 			}
 			if ps.Name == "application_name" {
-				sc.appName = ps.Value
+				sc.appName, sc.startApp = ps.Value, ps.Value
 				continue
 			}
 			sc.status = append(sc.status, msg...)
@@ -182,18 +196,22 @@ func (sc *serverConn) greeting(appName string, pid uint32, secret []byte) []byte
 // errResetFailed: a server session did not come back idle from its reset.
 var errResetFailed = errors.New("server session did not reset cleanly")
 
-// exec runs one simple query and reads to its ReadyForQuery, which must say 'I',
-// with no ErrorResponse on the way. Everything else the server sends is dropped.
-func (sc *serverConn) exec(sql string, timeout time.Duration) error {
+// exec runs simple queries, sent together, and reads to the ReadyForQuery of each,
+// which must say 'I', with no ErrorResponse on the way. Everything else the server
+// sends is dropped.
+func (sc *serverConn) exec(timeout time.Duration, sqls ...string) error {
 	sc.SetDeadline(time.Now().Add(timeout))
 	defer sc.SetDeadline(time.Time{})
-	q, _ := (&pgproto3.Query{String: sql}).Encode(nil)
+	var q []byte
+	for _, sql := range sqls {
+		q, _ = (&pgproto3.Query{String: sql}).Encode(q)
+	}
 	if _, err := sc.Write(q); err != nil {
 		return err
 	}
 	br := bufio.NewReaderSize(sc.Conn, 512)
 	failed := false
-	for {
+	for i := 0; i < len(sqls); {
 		typ, msg, err := readMessage(br, maxBackendStartupMessage)
 		if err != nil {
 			return err
@@ -202,12 +220,16 @@ func (sc *serverConn) exec(sql string, timeout time.Duration) error {
 		case 'E':
 			failed = true
 		case 'Z':
-			if failed || msg[5] != 'I' || br.Buffered() > 0 {
-				return fmt.Errorf("%w: %s", errResetFailed, sql)
+			if failed || msg[5] != 'I' {
+				return fmt.Errorf("%w: %s", errResetFailed, sqls[i])
 			}
-			return nil
+			i++
 		}
 	}
+	if br.Buffered() > 0 {
+		return fmt.Errorf("%w: the server sent more than asked", errResetFailed)
+	}
+	return nil
 }
 
 // resetQuery returns a session to the state a fresh start would leave it in.
@@ -216,14 +238,34 @@ func (sc *serverConn) exec(sql string, timeout time.Duration) error {
 // tables, cached plans and sequence state.
 const resetQuery = "DISCARD ALL"
 
-// reset runs the reset query. The session must be idle outside a transaction.
-func (sc *serverConn) reset(timeout time.Duration) error {
-	return sc.exec(resetQuery, timeout)
+// reset runs the reset query, which returns application_name to its start-up
+// value, and sets it to appName in the same round trip when that differs, so that
+// the next client with the same name (a test suite, pgbench -C) needs no SET. The
+// session must be idle outside a transaction.
+func (sc *serverConn) reset(appName string, timeout time.Duration) error {
+	if appName == sc.startApp {
+		sc.appName = appName
+		return sc.exec(timeout, resetQuery)
+	}
+	sc.appName = ""
+	if err := sc.exec(timeout, resetQuery, setAppNameQuery(appName)); err != nil {
+		return err
+	}
+	sc.appName = appName
+	return nil
 }
 
 // setAppName applies a client's application_name to a reused session.
 func (sc *serverConn) setAppName(name string, timeout time.Duration) error {
-	return sc.exec("SET application_name = "+quoteLiteral(name), timeout)
+	if err := sc.exec(timeout, setAppNameQuery(name)); err != nil {
+		return err
+	}
+	sc.appName = name
+	return nil
+}
+
+func setAppNameQuery(name string) string {
+	return "SET application_name = " + quoteLiteral(name)
 }
 
 // quoteLiteral quotes s as an SQL string literal whatever standard_conforming_strings
