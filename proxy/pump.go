@@ -61,6 +61,7 @@ const (
 )
 
 type pumpDir struct {
+	bufp   *[]byte // from relayBufs, returned when the session ends
 	buf    []byte
 	off, n int       // pending bytes are buf[off:n]
 	since  time.Time // when the pending bytes started waiting
@@ -68,6 +69,19 @@ type pumpDir struct {
 }
 
 func (d *pumpDir) pending() bool { return d.off < d.n }
+
+func newPumpDir() pumpDir {
+	bp := getRelayBuf()
+	return pumpDir{bufp: bp, buf: *bp}
+}
+
+// release returns the buffer; the session has ended and never reads it again.
+func (d *pumpDir) release() {
+	if d.bufp != nil {
+		putRelayBuf(d.bufp)
+		d.bufp, d.buf, d.off, d.n = nil, nil, 0, 0
+	}
+}
 
 // newPump starts a pump's loop.
 func newPump(raw bool) (*pump, error) {
@@ -125,7 +139,7 @@ func (p *pump) add(client, server net.Conn, writeTimeout time.Duration, track *s
 	client.Close()
 	server.Close()
 	s := &pumpSession{client: cfd, server: sfd, writeTimeout: writeTimeout, track: track, result: make(chan pumpResult, 1),
-		toServer: pumpDir{buf: make([]byte, 32*1024)}, toClient: pumpDir{buf: make([]byte, 32*1024)}}
+		toServer: newPumpDir(), toClient: newPumpDir()}
 	// Under the lock, so that the loop cannot end the session (closing its
 	// descriptors) or close the epoll set while the session is half registered.
 	p.mu.Lock()
@@ -381,6 +395,8 @@ func (p *pump) end(s *pumpSession, cause endCause) {
 	} else {
 		unix.Close(s.server)
 	}
+	s.toServer.release()
+	s.toClient.release()
 	s.result <- r
 }
 

@@ -76,7 +76,9 @@ func serverSide(t *sessionTrack) func([]byte) (int, error) {
 // timeout > 0. filter, if set, sees each chunk first and says how much of it to
 // write and whether to stop after that.
 func copyTo(dst, src net.Conn, timeout time.Duration, filter func([]byte) (int, error)) error {
-	buf := make([]byte, 32*1024)
+	bp := getRelayBuf()
+	defer putRelayBuf(bp)
+	buf := *bp
 	for {
 		n, rerr := src.Read(buf)
 		var ferr error
