@@ -81,6 +81,7 @@ type Manager struct {
 	creating   chan struct{} // semaphore: creations running at once
 	reapMu     sync.Mutex    // one reaper pass at a time
 	kick       chan struct{}
+	refillDue  atomic.Bool // a refill after claims is scheduled (pool.go)
 	stopReaper context.CancelFunc
 	reaperDone chan struct{}
 
