@@ -2,6 +2,7 @@ package branches
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -70,6 +71,7 @@ func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, erro
 	}
 	k := key{source, route.Branch}
 	created, resetDone := false, !route.Options.Reset
+	claimed := false // a claim from the warm pool was tried and failed
 	for {
 		m.mu.Lock()
 		if m.closed {
@@ -80,7 +82,7 @@ func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, erro
 		var o *op
 		switch {
 		case b == nil:
-			if o = m.claimLocked(k, route); o != nil {
+			if o = m.claimLocked(k, route, claimed); o != nil {
 				created, resetDone = true, true // a member is at its base already
 				break
 			}
@@ -163,6 +165,10 @@ func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, erro
 		m.mu.Unlock()
 		select {
 		case <-o.done:
+			if errors.Is(o.err, errClaimFailed) && !claimed {
+				claimed = true // at most one claim per connection; then a cold create
+				continue
+			}
 			if o.err != nil {
 				return nil, o.err
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/failpoint"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
 	"go.uber.org/zap"
 )
@@ -46,11 +48,11 @@ func (m *Manager) warmLocked(s *sourceState) int {
 
 // claimLocked gives key k a running member of its source's pool, renaming it and
 // applying the route's options; it returns the claim operation to wait for, or nil
-// when there is no member to claim (a branch from a parent is never pooled). m.mu
-// is held.
-func (m *Manager) claimLocked(k key, route router.Route) *op {
+// when there is no member to claim (a branch from a parent is never pooled) or a
+// claim for this connection failed already (tried). m.mu is held.
+func (m *Manager) claimLocked(k key, route router.Route, tried bool) *op {
 	s := m.sources[k.source]
-	if s == nil || s.seed == nil || route.Options.From != "" || m.warmLocked(s) == 0 {
+	if tried || s == nil || s.seed == nil || route.Options.From != "" || m.warmLocked(s) == 0 {
 		return nil
 	}
 	var member *branch
@@ -77,12 +79,16 @@ func (m *Manager) claimLocked(k key, route router.Route) *op {
 	m.branches[k] = member
 	m.running.Add(k, struct{}{})
 	return m.startOp(member, "claim", func(ctx context.Context) error {
-		if err := m.cat.ClaimBranch(context.WithoutCancel(ctx), id, cl, "claimed by a connection"); err != nil {
+		err := m.fault(failpoint.Catalog+"claimed", member)
+		if err == nil {
+			err = m.cat.ClaimBranch(context.WithoutCancel(ctx), id, cl, "claimed by a connection")
+		}
+		if err != nil {
 			m.log.Error("claim pooled branch", zap.String("source", k.source), zap.String("branch", k.name), zap.Error(err))
 			if derr := m.destroyBranch(ctx, member, "claim failed"); derr != nil {
 				m.log.Error("destroy pooled branch after a failed claim", zap.Error(derr))
 			}
-			return fmt.Errorf("claim a pooled branch for %q: %w", k.name, err)
+			return fmt.Errorf("%w for %q: %w", errClaimFailed, k.name, err)
 		}
 		m.markPersisted(member, cl.At)
 		m.cfg.Metrics.poolEvent("claim")
@@ -91,6 +97,10 @@ func (m *Manager) claimLocked(k key, route router.Route) *op {
 		return nil
 	})
 }
+
+// errClaimFailed: recording a claim failed and the member was destroyed; the
+// connection that claimed it goes on to a cold create, which reports its own error.
+var errClaimFailed = errors.New("claim a pooled branch")
 
 // markPersisted notes that the catalog has b's last use as of t.
 func (m *Manager) markPersisted(b *branch, t time.Time) {

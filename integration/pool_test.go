@@ -154,3 +154,29 @@ func (s *server) connectErr2(db, sql string) (struct{}, error) {
 	}
 	return struct{}{}, nil
 }
+
+// TestClaimFailureFallsBackToCold: when recording a claim fails, the pool member is
+// destroyed and the connection gets a branch created cold, not an error.
+func TestClaimFailureFallsBackToCold(t *testing.T) {
+	t.Setenv(failpointsEnv, "catalog.claimed@victim=1*error")
+	state := newStateDir(t)
+	s := startServer(t, state, "--warm", "1", "--reap-interval", "200ms")
+	s.seedSQL("app", lifecycleSQL)
+	waitPool(t, s, 1)
+	if out, err := s.psql(t, "app@victim", "UPDATE t SET v = 'mine' WHERE id = 1"); err != nil {
+		t.Fatalf("connect after a failed claim: %q %v, want a cold-created branch", out, err)
+	}
+	if out, err := s.psql(t, "app@victim", "SELECT v FROM t WHERE id = 1"); err != nil || out != "mine" {
+		t.Fatalf("connect after a failed claim: %q %v, want a cold-created branch", out, err)
+	}
+	if claims, _ := s.poolEvents(t); claims != 0 {
+		t.Errorf("claims = %d, want 0: the only claim failed", claims)
+	}
+	if b := s.branches()["victim"]; b.State != "running" {
+		t.Errorf("victim = %+v, want running", b)
+	}
+	waitPool(t, s, 1) // the destroyed member is replaced
+	if out, err := s.psql(t, "app@second", "SELECT v FROM t WHERE id = 1"); err != nil || out == "mine" {
+		t.Fatalf("a later claim sees %q (%v)", out, err)
+	}
+}

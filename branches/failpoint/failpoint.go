@@ -13,7 +13,9 @@ import (
 
 // Points of the engine where a fault can be injected. Catalog transitions are named
 // "catalog." and the state just recorded: a fault there strikes after the
-// transition is in the catalog and before the next step of the operation.
+// transition is in the catalog and before the next step of the operation; the one
+// exception, "catalog.claimed", strikes instead of recording a warm pool claim
+// (the branch is the name that claimed it).
 const (
 	Mount   = "mount"   // before a branch's overlay mount
 	Unmount = "unmount" // before a branch's overlay unmount
