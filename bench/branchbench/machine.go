@@ -32,9 +32,19 @@ func machineLine(stateDir, pgBin string) string {
 	kernel := strings.TrimSpace(readFile("/proc/sys/kernel/osrelease"))
 	fs := strings.TrimSpace(output("stat", "-f", "-c", "%T", stateDir))
 	pg := strings.TrimSpace(output(filepath.Join(pgBin, "postgres"), "--version"))
-	load := strings.Join(strings.Fields(readFile("/proc/loadavg"))[:3], " ")
+	load := loadAvg()
 	return fmt.Sprintf("%s, %d cores, %s RAM, Linux %s, state dir on %s, %s, %s, load average at start %s, %s",
 		cpu, runtime.NumCPU(), mem, kernel, fs, pg, runtime.Version(), load, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+}
+
+// loadAvg is the 1, 5 and 15 minute load averages: other work on the machine shows
+// up there.
+func loadAvg() string {
+	f := strings.Fields(readFile("/proc/loadavg"))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func readFile(p string) string {

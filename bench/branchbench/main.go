@@ -160,7 +160,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		return err
 	}
 	cfg.logf("seed %s ready in %.1f s: %d warehouses, database %s", dbName, time.Since(t).Seconds(), cfg.scale.Warehouses, mib(size))
-	machine += fmt.Sprintf(", seed %s (%d warehouses), concurrency %d, --max-running %d, --idle-stop %s; machine shared with other work",
+	machine += fmt.Sprintf(", seed %s (%d warehouses), concurrency %d, --max-running %d, --idle-stop %s",
 		mib(size), cfg.scale.Warehouses, cfg.concurrency, cfg.maxRunning, cfg.idleStop)
 	var results []*result
 	for _, w := range cfg.workflows {
@@ -182,6 +182,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		}
 	}
 	total := time.Since(start)
+	machine += ", load average at the end " + loadAvg()
 	writeTable(out, machine, results, total)
 	if cfg.jsonPath != "" {
 		return writeJSON(cfg.jsonPath, metrics(machine, results, total))
