@@ -112,11 +112,51 @@ func containerOverhead(ctx context.Context, e *env, px *proxyServer, d *dataset,
 			_, _ = rt.px.cli(ctx, "branch", "destroy", "ctwake")
 		}
 	}
+	if err := containerPool(ctx, e, dk, d, samples["new/docker"], rep); err != nil {
+		return err
+	}
 	rep.series("container_new_branch_first_query_ms/p50/docker", "ms", samples["new/docker"], "--runtime docker: connect + SELECT 1 on a new branch")
 	rep.series("container_new_branch_first_query_ms/p50/process", "ms", samples["new/process"], "the same, process runtime, alternating rounds")
 	rep.series("container_ratio/new_branch_first_query", "ratio", pairedRatios(samples["new/docker"], samples["new/process"]), "docker / process, paired by round")
 	rep.series("container_ratio/wake", "ratio", pairedRatios(samples["wake/docker"], samples["wake/process"]), "docker / process first query after branch stop, paired by round")
 	rep.series("container_ratio/select_only_c1", "ratio", pairedRatios(samples["c1/docker"], samples["c1/process"]), "docker / process tps, pgbench -S -c 1 through the proxy, paired")
 	rep.series("container_ratio/select_only_c8", "ratio", pairedRatios(samples["c8/docker"], samples["c8/process"]), "docker / process tps, pgbench -S -c 8 through the proxy, paired")
+	return nil
+}
+
+// containerPool measures what the warm pool buys the container runtime: a third
+// proxy, Docker with --warm 3, and a never-seen name's first query on it, against the
+// cold creates measured on the Docker proxy without a pool (cold, in round order).
+func containerPool(ctx context.Context, e *env, cold *proxyServer, d *dataset, coldMS []float64, rep *report) error {
+	if err := d.stop(); err != nil {
+		return err
+	}
+	warm, err := e.startProxy(ctx, filepath.Join(e.root, "state-docker-warm"), true, "--runtime", "docker", "--image", benchImage(),
+		"--warm", "3", "--warm-user", "postgres", "--reap-interval", "200ms")
+	if err != nil {
+		return err
+	}
+	defer warm.stop()
+	_, err = warm.cli(ctx, "source", "add", d.name, "--from-datadir", d.dataDir)
+	if serr := d.start(ctx, e); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return err
+	}
+	var pooled []float64
+	for r := range len(coldMS) {
+		if err := warm.waitPooled(ctx, 3); err != nil {
+			return err
+		}
+		dur, err := firstQuery(ctx, warm.dsn(fmt.Sprintf("%s@ctpool-%d", d.name, r)))
+		if err != nil {
+			return fmt.Errorf("docker, pooled: first query on a new branch: %w", err)
+		}
+		pooled = append(pooled, ms(dur))
+	}
+	e.logf("container runtime: pooled first query, %d rounds", len(pooled))
+	rep.series("container_new_branch_first_query_ms/p50/docker_pooled", "ms", pooled, "--runtime docker --warm 3: connect + SELECT 1 on a never-seen name")
+	rep.series("container_ratio/pooled_vs_cold", "ratio", pairedRatios(pooled, coldMS), "docker pooled / docker cold, by round")
 	return nil
 }

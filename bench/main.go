@@ -69,7 +69,7 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		scale int
 		dst   **dataset
 	}{{"small", cfg.smallScale, &small}, {"large", cfg.largeScale, &large}}
-	if cfg.only == "nofork" {
+	if cfg.only != "" {
 		sets = sets[:1]
 	}
 	for _, x := range sets {
@@ -88,8 +88,11 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		*x.dst = d
 	}
 	e.logf("setup done in %s", time.Since(started).Round(time.Second))
-	if cfg.only == "nofork" {
+	switch cfg.only {
+	case "nofork":
 		return noFork(ctx, e, small, rep)
+	case "containers":
+		return containerOverhead(ctx, e, px, small, rep)
 	}
 
 	if err := newBranches(ctx, e, px, small, large, rep); err != nil {
