@@ -80,8 +80,8 @@ func assertNoContainers(t testing.TB, dir string) {
 	}
 }
 
-// TestDockerRuntimeSuite runs the lifecycle, fork, crash and torture tests again with
-// every branch server in a container.
+// TestDockerRuntimeSuite runs the lifecycle, fork, crash, torture and warm pool tests
+// again with every branch server in a container.
 func TestDockerRuntimeSuite(t *testing.T) {
 	if dockerRuntime() {
 		t.Skip("this run is the Docker one")
@@ -91,6 +91,7 @@ func TestDockerRuntimeSuite(t *testing.T) {
 		"TestBranchFromBranch", // fork
 		"TestKill9AndRestart",  // crash
 		"TestCopyOnWriteTorture",
+		"TestWarmPool", // pool, claim, refill, refresh, crash
 	}
 	cmd := exec.Command("go", "test", "-count=1", "-timeout", "30m", "-v", "-run", "^("+strings.Join(tests, "|")+")$", ".")
 	cmd.Env = append(os.Environ(), "INTEGRATION_RUNTIME=docker", "INTEGRATION_IMAGE="+dockerImage())
