@@ -72,7 +72,7 @@ func OpenIdle(ctx context.Context, dial func(context.Context) (net.Conn, error),
 	}
 	// A backend's first query fills its catalog caches; run one now so that the
 	// first client's first query costs what it costs on a reused session.
-	if err := sc.exec(warmTimeout, warmQuery); err != nil {
+	if err := sc.warm(warmTimeout); err != nil {
 		sc.Close()
 		return nil, fmt.Errorf("warm a server session: %w", err)
 	}
@@ -200,18 +200,25 @@ var errResetFailed = errors.New("server session did not reset cleanly")
 // which must say 'I', with no ErrorResponse on the way. Everything else the server
 // sends is dropped.
 func (sc *serverConn) exec(timeout time.Duration, sqls ...string) error {
-	sc.SetDeadline(time.Now().Add(timeout))
-	defer sc.SetDeadline(time.Time{})
 	var q []byte
 	for _, sql := range sqls {
 		q, _ = (&pgproto3.Query{String: sql}).Encode(q)
 	}
-	if _, err := sc.Write(q); err != nil {
+	return sc.roundTrip(timeout, q, len(sqls), strings.Join(sqls, "; "))
+}
+
+// roundTrip writes msgs, which end in n ReadyForQuery answers (one per Query or
+// Sync), and reads to the last of them; each must say 'I', with no ErrorResponse on
+// the way. what names the work in an error.
+func (sc *serverConn) roundTrip(timeout time.Duration, msgs []byte, n int, what string) error {
+	sc.SetDeadline(time.Now().Add(timeout))
+	defer sc.SetDeadline(time.Time{})
+	if _, err := sc.Write(msgs); err != nil {
 		return err
 	}
 	br := bufio.NewReaderSize(sc.Conn, 512)
 	failed := false
-	for i := 0; i < len(sqls); {
+	for i := 0; i < n; {
 		typ, msg, err := readMessage(br, maxBackendStartupMessage)
 		if err != nil {
 			return err
@@ -221,7 +228,7 @@ func (sc *serverConn) exec(timeout time.Duration, sqls ...string) error {
 			failed = true
 		case 'Z':
 			if failed || msg[5] != 'I' {
-				return fmt.Errorf("%w: %s", errResetFailed, sqls[i])
+				return fmt.Errorf("%w: %s", errResetFailed, what)
 			}
 			i++
 		}
@@ -230,6 +237,21 @@ func (sc *serverConn) exec(timeout time.Duration, sqls ...string) error {
 		return fmt.Errorf("%w: the server sent more than asked", errResetFailed)
 	}
 	return nil
+}
+
+// warm runs warmQuery once with the simple protocol and once with the extended
+// one (unnamed statement and portal, as drivers send a first query), so that the
+// code and catalog entries of both are loaded.
+func (sc *serverConn) warm(timeout time.Duration) error {
+	msgs, _ := (&pgproto3.Query{String: warmQuery}).Encode(nil)
+	msgs, _ = (&pgproto3.Parse{Query: warmQuery}).Encode(msgs)
+	msgs, _ = (&pgproto3.Describe{ObjectType: 'S'}).Encode(msgs)
+	msgs, _ = (&pgproto3.Sync{}).Encode(msgs)
+	msgs, _ = (&pgproto3.Bind{}).Encode(msgs)
+	msgs, _ = (&pgproto3.Describe{ObjectType: 'P'}).Encode(msgs)
+	msgs, _ = (&pgproto3.Execute{}).Encode(msgs)
+	msgs, _ = (&pgproto3.Sync{}).Encode(msgs)
+	return sc.roundTrip(timeout, msgs, 3, "warm-up")
 }
 
 // resetQuery returns a session to the state a fresh start would leave it in.
