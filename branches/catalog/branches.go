@@ -2,7 +2,6 @@ package catalog
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 )
@@ -70,19 +69,16 @@ func scanBranch(sc interface{ Scan(...any) error }) (Branch, error) {
 func (c *Catalog) InsertBranch(ctx context.Context, b Branch, reason string) (int64, error) {
 	var id int64
 	err := c.tx(ctx, func(tx sqlTx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO branches (source, name, seed_id, parent, layers, state, cow_mode, pid,
+		err := tx.queryRow(ctx, `INSERT INTO branches (source, name, seed_id, parent, layers, state, cow_mode, pid,
 			ttl_ns, ephemeral, quota, roles, owned_bytes, create_ms, error, created_at, last_used_at, state_at, databases, pooled)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 			b.Source, b.Name, b.SeedID, b.Parent, joinList(b.Layers), b.State, b.CowMode, b.PID,
 			int64(b.TTL), b.Ephemeral, b.Quota, b.Roles, b.OwnedBytes, b.CreateMS, b.Error,
-			unixNano(b.CreatedAt), unixNano(b.LastUsedAt), unixNano(b.StateAt), joinList(b.Databases), b.Pooled)
-		if isUnique(err) {
+			unixNano(b.CreatedAt), unixNano(b.LastUsedAt), unixNano(b.StateAt), joinList(b.Databases), b.Pooled).Scan(&id)
+		if c.d.isUnique(err) {
 			return fmt.Errorf("branch %q of source %q: %w", b.Name, b.Source, ErrExists)
 		}
 		if err != nil {
-			return err
-		}
-		if id, err = res.LastInsertId(); err != nil {
 			return err
 		}
 		return logTransition(ctx, tx, b, "", b.State, reason)
@@ -94,11 +90,13 @@ func (c *Catalog) InsertBranch(ctx context.Context, b Branch, reason string) (in
 // stored one, appends a transition with reason.
 func (c *Catalog) UpdateBranch(ctx context.Context, b Branch, reason string) error {
 	return c.tx(ctx, func(tx sqlTx) error {
+		// The row stays locked until commit, so the transition logged is from the
+		// state this update replaced (Postgres; SQLite has one writer).
 		var from State
-		if err := tx.QueryRowContext(ctx, `SELECT state FROM branches WHERE id = ?`, b.ID).Scan(&from); err != nil {
+		if err := tx.queryRow(ctx, `SELECT state FROM branches WHERE id = ?`+c.d.forUpdate(), b.ID).Scan(&from); err != nil {
 			return noRows(err, fmt.Sprintf("branch %q", b.Name))
 		}
-		_, err := tx.ExecContext(ctx, `UPDATE branches SET parent = ?, layers = ?, state = ?, cow_mode = ?, pid = ?,
+		_, err := tx.exec(ctx, `UPDATE branches SET parent = ?, layers = ?, state = ?, cow_mode = ?, pid = ?,
 			ttl_ns = ?, ephemeral = ?, quota = ?, roles = ?, owned_bytes = ?, create_ms = ?, error = ?, last_used_at = ?, state_at = ?, databases = ? WHERE id = ?`,
 			b.Parent, joinList(b.Layers), b.State, b.CowMode, b.PID, int64(b.TTL), b.Ephemeral, b.Quota, b.Roles, b.OwnedBytes,
 			b.CreateMS, b.Error, unixNano(b.LastUsedAt), unixNano(b.StateAt), joinList(b.Databases), b.ID)
@@ -112,7 +110,7 @@ func (c *Catalog) UpdateBranch(ctx context.Context, b Branch, reason string) err
 // DeleteBranch removes a branch row and logs its end.
 func (c *Catalog) DeleteBranch(ctx context.Context, b Branch, reason string) error {
 	return c.tx(ctx, func(tx sqlTx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM branches WHERE id = ?`, b.ID)
+		res, err := tx.exec(ctx, `DELETE FROM branches WHERE id = ?`, b.ID)
 		if err != nil {
 			return err
 		}
@@ -125,7 +123,7 @@ func (c *Catalog) DeleteBranch(ctx context.Context, b Branch, reason string) err
 
 // Branches lists every branch, by source and name.
 func (c *Catalog) Branches(ctx context.Context) ([]Branch, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT `+branchCols+` FROM branches ORDER BY source, name`)
+	rows, err := c.query(ctx, `SELECT `+branchCols+` FROM branches ORDER BY source, name`)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +150,7 @@ type Transition struct {
 
 // Transitions returns the log for one branch name of a source, oldest first.
 func (c *Catalog) Transitions(ctx context.Context, source, branch string) ([]Transition, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT at, source, branch, from_state, to_state, reason FROM transitions
+	rows, err := c.query(ctx, `SELECT at, source, branch, from_state, to_state, reason FROM transitions
 		WHERE source = ? AND branch = ? ORDER BY id`, source, branch)
 	if err != nil {
 		return nil, err
@@ -171,8 +169,8 @@ func (c *Catalog) Transitions(ctx context.Context, source, branch string) ([]Tra
 	return out, rows.Err()
 }
 
-func logTransition(ctx context.Context, tx *sql.Tx, b Branch, from, to State, reason string) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO transitions (at, source, branch, from_state, to_state, reason) VALUES (?, ?, ?, ?, ?, ?)`,
+func logTransition(ctx context.Context, tx sqlTx, b Branch, from, to State, reason string) error {
+	_, err := tx.exec(ctx, `INSERT INTO transitions (at, source, branch, from_state, to_state, reason) VALUES (?, ?, ?, ?, ?, ?)`,
 		time.Now().UnixNano(), b.Source, b.Name, string(from), string(to), reason)
 	return err
 }
@@ -181,7 +179,7 @@ func logTransition(ctx context.Context, tx *sql.Tx, b Branch, from, to State, re
 func (c *Catalog) Touch(ctx context.Context, lastUsed map[int64]time.Time) error {
 	return c.tx(ctx, func(tx sqlTx) error {
 		for id, t := range lastUsed {
-			if _, err := tx.ExecContext(ctx, `UPDATE branches SET last_used_at = ? WHERE id = ?`, unixNano(t), id); err != nil {
+			if _, err := tx.exec(ctx, `UPDATE branches SET last_used_at = ? WHERE id = ?`, unixNano(t), id); err != nil {
 				return err
 			}
 		}

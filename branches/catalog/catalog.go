@@ -5,52 +5,76 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
-
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
-// Catalog is the SQLite-backed record of sources, seeds and branches.
-// The zero value is not usable; call Open. Safe for concurrent use.
+// Catalog is the record of sources, seeds and branches, kept in SQLite or in
+// Postgres (see Open). The same methods and the same SQL run on both; dialect.go
+// holds what differs. The zero value is not usable; call Open. Safe for
+// concurrent use.
 type Catalog struct {
 	db *sql.DB
+	d  dialect
 }
 
-// Open opens (creating if needed) the catalog database at path.
-func Open(path string) (*Catalog, error) {
-	// The catalog holds password verifiers: create it readable by its owner only
-	// (SQLite gives its -wal and -shm files the same mode).
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+// Open opens the catalog at dsn, creating its tables if needed and adding the
+// columns an older catalog lacks. A postgres:// or postgresql:// URL is a Postgres
+// database (any role that may create tables in its current schema); anything else
+// is a SQLite file path, with or without a sqlite:// prefix, created if missing.
+func Open(dsn string) (*Catalog, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var c *Catalog
+	var err error
+	if IsPostgres(dsn) {
+		c, err = openPostgres(ctx, dsn)
+	} else {
+		c, err = openSQLite(strings.TrimPrefix(dsn, "sqlite://"))
+	}
 	if err != nil {
-		return nil, fmt.Errorf("create catalog: %w", err)
+		return nil, err
 	}
-	f.Close()
-	if err := os.Chmod(path, 0o600); err != nil {
-		return nil, fmt.Errorf("make catalog private: %w", err)
+	if err := c.setup(ctx); err != nil {
+		c.db.Close()
+		return nil, fmt.Errorf("catalog %s: %w", Redact(dsn), err)
 	}
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(ON)"
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("open catalog: %w", err)
-	}
-	// One writer at a time is what SQLite allows anyway; a single connection
-	// also makes every statement see the previous one's effects.
-	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(schema + schemaAdmin); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("create catalog schema in %s: %w", path, err)
-	}
-	if err := migrate(db, addedColumns); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("migrate catalog %s: %w", path, err)
-	}
-	return &Catalog{db: db}, nil
+	return c, nil
 }
+
+// IsPostgres reports whether dsn names a Postgres catalog rather than a SQLite file.
+func IsPostgres(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// Backend is "sqlite" or "postgres".
+func (c *Catalog) Backend() string { return c.d.name() }
 
 // Close closes the database.
 func (c *Catalog) Close() error { return c.db.Close() }
+
+// setup creates the tables and adds missing columns, in one transaction that,
+// on Postgres, holds a lock so that processes opening the catalog at once do not
+// race on the same DDL.
+func (c *Catalog) setup(ctx context.Context) error {
+	return c.tx(ctx, func(tx sqlTx) error {
+		if err := c.d.lockSchema(ctx, tx.tx); err != nil {
+			return fmt.Errorf("lock schema: %w", err)
+		}
+		for _, stmt := range strings.Split(c.d.types().Replace(schema+schemaAdmin), ";") {
+			if strings.TrimSpace(stmt) == "" {
+				continue
+			}
+			if _, err := tx.tx.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("create schema: %w", err)
+			}
+		}
+		if err := migrate(ctx, tx.tx, c.d, addedColumns); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		return nil
+	})
+}
 
 func unixNano(t time.Time) int64 {
 	if t.IsZero() {
@@ -75,28 +99,9 @@ func splitList(s string) []string {
 	return strings.Split(s, "\n")
 }
 
-func isUnique(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
-}
-
 func noRows(err error, what string) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%s: %w", what, ErrNotFound)
 	}
 	return err
-}
-
-type sqlTx = *sql.Tx
-
-// tx runs fn in a transaction.
-func (c *Catalog) tx(ctx context.Context, fn func(sqlTx) error) error {
-	tx, err := c.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	return tx.Commit()
 }

@@ -12,18 +12,6 @@ import (
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 )
 
-// open opens a fresh catalog in a temporary directory and closes it when the test ends.
-func open(t *testing.T) (*catalog.Catalog, string) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "catalog.db")
-	c, err := catalog.Open(path)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c, path
-}
-
 // at is a fixed instant with sub-second precision, so a lossy time round trip shows.
 func at(min int) time.Time {
 	return time.Date(2026, 3, 14, 15, min, 26, 535897932, time.UTC)
@@ -83,30 +71,32 @@ func TestOpenBadPath(t *testing.T) {
 
 func TestSources(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	c, _ := open(t)
-	b := catalog.Source{Name: "b", Kind: "sql", Spec: "/data/b.sql", DefaultDatabase: "app", CreatedAt: at(1)}
-	a := catalog.Source{Name: "a", Kind: "empty", CreatedAt: at(2)}
-	for _, s := range []catalog.Source{b, a} {
-		if err := c.AddSource(ctx, s); err != nil {
-			t.Fatalf("AddSource(%s): %v", s.Name, err)
+	eachBackend(t, func(t *testing.T, bk backend) {
+		ctx := context.Background()
+		c, _ := bk.open(t)
+		b := catalog.Source{Name: "b", Kind: "sql", Spec: "/data/b.sql", DefaultDatabase: "app", CreatedAt: at(1)}
+		a := catalog.Source{Name: "a", Kind: "empty", CreatedAt: at(2)}
+		for _, s := range []catalog.Source{b, a} {
+			if err := c.AddSource(ctx, s); err != nil {
+				t.Fatalf("AddSource(%s): %v", s.Name, err)
+			}
 		}
-	}
-	err := c.AddSource(ctx, catalog.Source{Name: "b", Kind: "empty"})
-	if !errors.Is(err, catalog.ErrExists) {
-		t.Fatalf("second AddSource(b) = %v, want ErrExists", err)
-	}
-	got, err := c.Sources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []catalog.Source{a, b}
-	if !slices.EqualFunc(got, want, sourceEqual) {
-		t.Fatalf("Sources = %+v, want %+v", got, want)
-	}
-	if err := c.DeleteSource(ctx, "nope"); !errors.Is(err, catalog.ErrNotFound) {
-		t.Errorf("DeleteSource(missing) = %v, want ErrNotFound", err)
-	}
+		err := c.AddSource(ctx, catalog.Source{Name: "b", Kind: "empty"})
+		if !errors.Is(err, catalog.ErrExists) {
+			t.Fatalf("second AddSource(b) = %v, want ErrExists", err)
+		}
+		got, err := c.Sources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []catalog.Source{a, b}
+		if !slices.EqualFunc(got, want, sourceEqual) {
+			t.Fatalf("Sources = %+v, want %+v", got, want)
+		}
+		if err := c.DeleteSource(ctx, "nope"); !errors.Is(err, catalog.ErrNotFound) {
+			t.Errorf("DeleteSource(missing) = %v, want ErrNotFound", err)
+		}
+	})
 }
 
 func sourceEqual(x, y catalog.Source) bool {
@@ -116,88 +106,90 @@ func sourceEqual(x, y catalog.Source) bool {
 
 func TestSeeds(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	c, _ := open(t)
-	for _, s := range []string{"a", "b"} {
-		if err := c.AddSource(ctx, catalog.Source{Name: s, Kind: "empty"}); err != nil {
+	eachBackend(t, func(t *testing.T, bk backend) {
+		ctx := context.Background()
+		c, _ := bk.open(t)
+		for _, s := range []string{"a", "b"} {
+			if err := c.AddSource(ctx, catalog.Source{Name: s, Kind: "empty"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tests := []struct {
+			source  string
+			wantGen int
+		}{
+			{"a", 1},
+			{"a", 2},
+			{"b", 1},
+			{"a", 3},
+			{"b", 2},
+		}
+		var added []catalog.Seed
+		for i, tc := range tests {
+			s, err := c.AddSeed(ctx, catalog.Seed{Source: tc.source, Dir: "/seeds/" + tc.source, CreatedAt: at(i)})
+			if err != nil {
+				t.Fatalf("AddSeed(%s) #%d: %v", tc.source, i, err)
+			}
+			if s.Generation != tc.wantGen || s.State != catalog.SeedBuilding || s.ID == 0 {
+				t.Errorf("AddSeed(%s) #%d = gen %d state %q id %d, want gen %d state building and an id",
+					tc.source, i, s.Generation, s.State, s.ID, tc.wantGen)
+			}
+			added = append(added, s)
+		}
+
+		ready := added[1]
+		ready.State = catalog.SeedReady
+		ready.Dir = "/seeds/a/2"
+		ready.PGVersion = "15"
+		ready.Databases = []string{"app", "postgres", "template1"}
+		ready.Superuser = "postgres"
+		ready.Roles = `{"app":{"name":"app","password":"SCRAM-SHA-256$4096:x","can_login":true}}`
+		ready.ReadyAt = at(30)
+		if err := c.UpdateSeed(ctx, ready); err != nil {
 			t.Fatal(err)
 		}
-	}
-	tests := []struct {
-		source  string
-		wantGen int
-	}{
-		{"a", 1},
-		{"a", 2},
-		{"b", 1},
-		{"a", 3},
-		{"b", 2},
-	}
-	var added []catalog.Seed
-	for i, tc := range tests {
-		s, err := c.AddSeed(ctx, catalog.Seed{Source: tc.source, Dir: "/seeds/" + tc.source, CreatedAt: at(i)})
+		got, err := c.Seeds(ctx)
 		if err != nil {
-			t.Fatalf("AddSeed(%s) #%d: %v", tc.source, i, err)
+			t.Fatal(err)
 		}
-		if s.Generation != tc.wantGen || s.State != catalog.SeedBuilding || s.ID == 0 {
-			t.Errorf("AddSeed(%s) #%d = gen %d state %q id %d, want gen %d state building and an id",
-				tc.source, i, s.Generation, s.State, s.ID, tc.wantGen)
+		if len(got) != len(added) {
+			t.Fatalf("Seeds returned %d, want %d", len(got), len(added))
 		}
-		added = append(added, s)
-	}
+		for i, want := range added {
+			if i == 1 {
+				want = ready
+			}
+			if !seedEqual(got[i], want) {
+				t.Errorf("Seeds[%d] = %+v, want %+v", i, got[i], want)
+			}
+		}
 
-	ready := added[1]
-	ready.State = catalog.SeedReady
-	ready.Dir = "/seeds/a/2"
-	ready.PGVersion = "15"
-	ready.Databases = []string{"app", "postgres", "template1"}
-	ready.Superuser = "postgres"
-	ready.Roles = `{"app":{"name":"app","password":"SCRAM-SHA-256$4096:x","can_login":true}}`
-	ready.ReadyAt = at(30)
-	if err := c.UpdateSeed(ctx, ready); err != nil {
-		t.Fatal(err)
-	}
-	got, err := c.Seeds(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(added) {
-		t.Fatalf("Seeds returned %d, want %d", len(got), len(added))
-	}
-	for i, want := range added {
-		if i == 1 {
-			want = ready
+		if err := c.DeleteSeed(ctx, added[0].ID); err != nil {
+			t.Fatal(err)
 		}
-		if !seedEqual(got[i], want) {
-			t.Errorf("Seeds[%d] = %+v, want %+v", i, got[i], want)
+		if err := c.DeleteSource(ctx, "a"); err != nil {
+			t.Fatal(err)
 		}
-	}
-
-	if err := c.DeleteSeed(ctx, added[0].ID); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.DeleteSource(ctx, "a"); err != nil {
-		t.Fatal(err)
-	}
-	got, err = c.Seeds(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range got {
-		if s.Source == "a" {
-			t.Errorf("seed %+v of deleted source a is left", s)
+		got, err = c.Seeds(ctx)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if len(got) != 2 {
-		t.Errorf("after DeleteSource(a) %d seeds left, want b's 2", len(got))
-	}
-	srcs, err := c.Sources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(srcs) != 1 || srcs[0].Name != "b" {
-		t.Errorf("Sources after DeleteSource(a) = %+v, want only b", srcs)
-	}
+		for _, s := range got {
+			if s.Source == "a" {
+				t.Errorf("seed %+v of deleted source a is left", s)
+			}
+		}
+		if len(got) != 2 {
+			t.Errorf("after DeleteSource(a) %d seeds left, want b's 2", len(got))
+		}
+		srcs, err := c.Sources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(srcs) != 1 || srcs[0].Name != "b" {
+			t.Errorf("Sources after DeleteSource(a) = %+v, want only b", srcs)
+		}
+	})
 }
 
 func seedEqual(x, y catalog.Seed) bool {
@@ -241,332 +233,346 @@ func fullBranch(source, name string) catalog.Branch {
 
 func TestBranchRoundTrip(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	tests := []struct {
-		name string
-		b    catalog.Branch
-	}{
-		{"every field set", fullBranch("a", "feature")},
-		{"zero values", catalog.Branch{Source: "a", Name: "bare", State: catalog.Stopped}},
-		{"single layer", catalog.Branch{Source: "a", Name: "one", Layers: []string{"/seed"}, State: catalog.Running, CreatedAt: at(5)}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			c, _ := open(t)
-			id, err := c.InsertBranch(ctx, tc.b, "test")
-			if err != nil {
-				t.Fatalf("InsertBranch: %v", err)
-			}
-			if id == 0 {
-				t.Fatal("InsertBranch returned id 0")
-			}
-			want := tc.b
-			want.ID = id
-			got, err := c.Branches(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != 1 || !branchEqual(got[0], want) {
-				t.Fatalf("Branches = %+v, want [%+v]", got, want)
-			}
-		})
-	}
+	eachBackend(t, func(t *testing.T, bk backend) {
+		ctx := context.Background()
+		tests := []struct {
+			name string
+			b    catalog.Branch
+		}{
+			{"every field set", fullBranch("a", "feature")},
+			{"zero values", catalog.Branch{Source: "a", Name: "bare", State: catalog.Stopped}},
+			{"single layer", catalog.Branch{Source: "a", Name: "one", Layers: []string{"/seed"}, State: catalog.Running, CreatedAt: at(5)}},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				c, _ := bk.open(t)
+				id, err := c.InsertBranch(ctx, tc.b, "test")
+				if err != nil {
+					t.Fatalf("InsertBranch: %v", err)
+				}
+				if id == 0 {
+					t.Fatal("InsertBranch returned id 0")
+				}
+				want := tc.b
+				want.ID = id
+				got, err := c.Branches(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(got) != 1 || !branchEqual(got[0], want) {
+					t.Fatalf("Branches = %+v, want [%+v]", got, want)
+				}
+			})
+		}
+	})
 }
 
 func TestUpdateBranch(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	c, _ := open(t)
-	b := fullBranch("a", "feature")
-	id, err := c.InsertBranch(ctx, b, "create")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.ID = id
+	eachBackend(t, func(t *testing.T, bk backend) {
+		ctx := context.Background()
+		c, _ := bk.open(t)
+		b := fullBranch("a", "feature")
+		id, err := c.InsertBranch(ctx, b, "create")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.ID = id
 
-	// Every mutable field changes.
-	u := b
-	u.Parent = ""
-	u.Layers = []string{"/state/seeds/a/2"}
-	u.State = catalog.Running
-	u.CowMode = "eager"
-	u.PID = 999
-	u.TTL = time.Second
-	u.Ephemeral = false
-	u.Quota = 0
-	u.Roles = ""
-	u.Databases = []string{"app"}
-	u.OwnedBytes = 1
-	u.CreateMS = 12
-	u.Error = ""
-	u.LastUsedAt = at(20)
-	u.StateAt = at(21)
-	if err := c.UpdateBranch(ctx, u, "started"); err != nil {
-		t.Fatal(err)
-	}
-	got, err := c.Branches(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 1 || !branchEqual(got[0], u) {
-		t.Fatalf("Branches after update = %+v, want [%+v]", got, u)
-	}
+		// Every mutable field changes.
+		u := b
+		u.Parent = ""
+		u.Layers = []string{"/state/seeds/a/2"}
+		u.State = catalog.Running
+		u.CowMode = "eager"
+		u.PID = 999
+		u.TTL = time.Second
+		u.Ephemeral = false
+		u.Quota = 0
+		u.Roles = ""
+		u.Databases = []string{"app"}
+		u.OwnedBytes = 1
+		u.CreateMS = 12
+		u.Error = ""
+		u.LastUsedAt = at(20)
+		u.StateAt = at(21)
+		if err := c.UpdateBranch(ctx, u, "started"); err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.Branches(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || !branchEqual(got[0], u) {
+			t.Fatalf("Branches after update = %+v, want [%+v]", got, u)
+		}
 
-	missing := u
-	missing.ID = id + 100
-	if err := c.UpdateBranch(ctx, missing, "x"); !errors.Is(err, catalog.ErrNotFound) {
-		t.Errorf("UpdateBranch(missing id) = %v, want ErrNotFound", err)
-	}
+		missing := u
+		missing.ID = id + 100
+		if err := c.UpdateBranch(ctx, missing, "x"); !errors.Is(err, catalog.ErrNotFound) {
+			t.Errorf("UpdateBranch(missing id) = %v, want ErrNotFound", err)
+		}
+	})
 }
 
 func TestInsertBranchDuplicate(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	c, _ := open(t)
-	tests := []struct {
-		source, name string
-		wantExists   bool
-	}{
-		{"a", "x", false},
-		{"a", "x", true},
-		{"b", "x", false}, // same name, other source
-		{"a", "y", false},
-		{"b", "x", true},
-	}
-	for i, tc := range tests {
-		_, err := c.InsertBranch(ctx, catalog.Branch{Source: tc.source, Name: tc.name, State: catalog.Creating}, "")
-		if tc.wantExists != errors.Is(err, catalog.ErrExists) || (!tc.wantExists && err != nil) {
-			t.Errorf("#%d InsertBranch(%s/%s) = %v, want ErrExists %v", i, tc.source, tc.name, err, tc.wantExists)
+	eachBackend(t, func(t *testing.T, bk backend) {
+		ctx := context.Background()
+		c, _ := bk.open(t)
+		tests := []struct {
+			source, name string
+			wantExists   bool
+		}{
+			{"a", "x", false},
+			{"a", "x", true},
+			{"b", "x", false}, // same name, other source
+			{"a", "y", false},
+			{"b", "x", true},
 		}
-	}
-	got, err := c.Branches(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, b := range got {
-		names = append(names, b.Source+"/"+b.Name)
-	}
-	if want := []string{"a/x", "a/y", "b/x"}; !slices.Equal(names, want) {
-		t.Errorf("Branches = %v, want %v (by source, name)", names, want)
-	}
-	// A failed insert logs nothing.
-	tr, err := c.Transitions(ctx, "a", "x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(tr) != 1 {
-		t.Errorf("a/x has %d transitions after a refused duplicate, want 1", len(tr))
-	}
+		for i, tc := range tests {
+			_, err := c.InsertBranch(ctx, catalog.Branch{Source: tc.source, Name: tc.name, State: catalog.Creating}, "")
+			if tc.wantExists != errors.Is(err, catalog.ErrExists) || (!tc.wantExists && err != nil) {
+				t.Errorf("#%d InsertBranch(%s/%s) = %v, want ErrExists %v", i, tc.source, tc.name, err, tc.wantExists)
+			}
+		}
+		got, err := c.Branches(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, b := range got {
+			names = append(names, b.Source+"/"+b.Name)
+		}
+		if want := []string{"a/x", "a/y", "b/x"}; !slices.Equal(names, want) {
+			t.Errorf("Branches = %v, want %v (by source, name)", names, want)
+		}
+		// A failed insert logs nothing.
+		tr, err := c.Transitions(ctx, "a", "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tr) != 1 {
+			t.Errorf("a/x has %d transitions after a refused duplicate, want 1", len(tr))
+		}
+	})
 }
 
 func TestTransitions(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	c, _ := open(t)
-	b := catalog.Branch{Source: "a", Name: "f", State: catalog.Creating}
-	id, err := c.InsertBranch(ctx, b, "create")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.ID = id
-	// Another branch's log must not mix in.
-	if _, err := c.InsertBranch(ctx, catalog.Branch{Source: "a", Name: "other", State: catalog.Creating}, "noise"); err != nil {
-		t.Fatal(err)
-	}
-	steps := []struct {
-		state  catalog.State
-		reason string
-	}{
-		{catalog.Starting, "first connect"},
-		{catalog.Starting, "same state: not logged"},
-		{catalog.Running, "ready"},
-		{catalog.Running, "touch: not logged"},
-		{catalog.Stopping, "idle"},
-		{catalog.Stopped, "stopped"},
-	}
-	for _, s := range steps {
-		b.State = s.state
-		b.PID++ // a change that is not a state change
-		if err := c.UpdateBranch(ctx, b, s.reason); err != nil {
+	eachBackend(t, func(t *testing.T, bk backend) {
+		ctx := context.Background()
+		c, _ := bk.open(t)
+		b := catalog.Branch{Source: "a", Name: "f", State: catalog.Creating}
+		id, err := c.InsertBranch(ctx, b, "create")
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	before := time.Now()
-	if err := c.DeleteBranch(ctx, b, "destroyed"); err != nil {
-		t.Fatal(err)
-	}
-	got, err := c.Transitions(ctx, "a", "f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	type row struct{ from, to, reason string }
-	want := []row{
-		{"", "creating", "create"},
-		{"creating", "starting", "first connect"},
-		{"starting", "running", "ready"},
-		{"running", "stopping", "idle"},
-		{"stopping", "stopped", "stopped"},
-		{"stopped", "gone", "destroyed"},
-	}
-	var rows []row
-	for _, tr := range got {
-		if tr.Source != "a" || tr.Branch != "f" {
-			t.Errorf("transition %+v is not a/f's", tr)
+		b.ID = id
+		// Another branch's log must not mix in.
+		if _, err := c.InsertBranch(ctx, catalog.Branch{Source: "a", Name: "other", State: catalog.Creating}, "noise"); err != nil {
+			t.Fatal(err)
 		}
-		rows = append(rows, row{tr.From, tr.To, tr.Reason})
-	}
-	if !slices.Equal(rows, want) {
-		t.Fatalf("Transitions =\n%v\nwant\n%v", rows, want)
-	}
-	if last := got[len(got)-1].At; last.Before(before.Add(-time.Second)) || last.After(time.Now().Add(time.Second)) {
-		t.Errorf("gone transition at %v, want about now", last)
-	}
-	for i := 1; i < len(got); i++ {
-		if got[i].At.Before(got[i-1].At) {
-			t.Errorf("transition %d at %v is before its predecessor at %v", i, got[i].At, got[i-1].At)
+		steps := []struct {
+			state  catalog.State
+			reason string
+		}{
+			{catalog.Starting, "first connect"},
+			{catalog.Starting, "same state: not logged"},
+			{catalog.Running, "ready"},
+			{catalog.Running, "touch: not logged"},
+			{catalog.Stopping, "idle"},
+			{catalog.Stopped, "stopped"},
 		}
-	}
-	branches, err := c.Branches(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(branches) != 1 || branches[0].Name != "other" {
-		t.Errorf("Branches after DeleteBranch(f) = %+v, want only other", branches)
-	}
+		for _, s := range steps {
+			b.State = s.state
+			b.PID++ // a change that is not a state change
+			if err := c.UpdateBranch(ctx, b, s.reason); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := time.Now()
+		if err := c.DeleteBranch(ctx, b, "destroyed"); err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.Transitions(ctx, "a", "f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		type row struct{ from, to, reason string }
+		want := []row{
+			{"", "creating", "create"},
+			{"creating", "starting", "first connect"},
+			{"starting", "running", "ready"},
+			{"running", "stopping", "idle"},
+			{"stopping", "stopped", "stopped"},
+			{"stopped", "gone", "destroyed"},
+		}
+		var rows []row
+		for _, tr := range got {
+			if tr.Source != "a" || tr.Branch != "f" {
+				t.Errorf("transition %+v is not a/f's", tr)
+			}
+			rows = append(rows, row{tr.From, tr.To, tr.Reason})
+		}
+		if !slices.Equal(rows, want) {
+			t.Fatalf("Transitions =\n%v\nwant\n%v", rows, want)
+		}
+		if last := got[len(got)-1].At; last.Before(before.Add(-time.Second)) || last.After(time.Now().Add(time.Second)) {
+			t.Errorf("gone transition at %v, want about now", last)
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i].At.Before(got[i-1].At) {
+				t.Errorf("transition %d at %v is before its predecessor at %v", i, got[i].At, got[i-1].At)
+			}
+		}
+		branches, err := c.Branches(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(branches) != 1 || branches[0].Name != "other" {
+			t.Errorf("Branches after DeleteBranch(f) = %+v, want only other", branches)
+		}
+	})
 }
 
 func TestTouch(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	c, _ := open(t)
-	ids := map[string]int64{}
-	for _, n := range []string{"x", "y", "z"} {
-		id, err := c.InsertBranch(ctx, catalog.Branch{Source: "a", Name: n, State: catalog.Running, LastUsedAt: at(0)}, "")
+	eachBackend(t, func(t *testing.T, bk backend) {
+		ctx := context.Background()
+		c, _ := bk.open(t)
+		ids := map[string]int64{}
+		for _, n := range []string{"x", "y", "z"} {
+			id, err := c.InsertBranch(ctx, catalog.Branch{Source: "a", Name: n, State: catalog.Running, LastUsedAt: at(0)}, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids[n] = id
+		}
+		if err := c.Touch(ctx, map[int64]time.Time{ids["x"]: at(10), ids["z"]: at(11), 9999: at(12)}); err != nil {
+			t.Fatalf("Touch: %v", err)
+		}
+		got, err := c.Branches(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids[n] = id
-	}
-	if err := c.Touch(ctx, map[int64]time.Time{ids["x"]: at(10), ids["z"]: at(11), 9999: at(12)}); err != nil {
-		t.Fatalf("Touch: %v", err)
-	}
-	got, err := c.Branches(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]time.Time{"x": at(10), "y": at(0), "z": at(11)}
-	for _, b := range got {
-		if !b.LastUsedAt.Equal(want[b.Name]) {
-			t.Errorf("%s LastUsedAt = %v, want %v", b.Name, b.LastUsedAt, want[b.Name])
+		want := map[string]time.Time{"x": at(10), "y": at(0), "z": at(11)}
+		for _, b := range got {
+			if !b.LastUsedAt.Equal(want[b.Name]) {
+				t.Errorf("%s LastUsedAt = %v, want %v", b.Name, b.LastUsedAt, want[b.Name])
+			}
 		}
-	}
-	tr, err := c.Transitions(ctx, "a", "x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(tr) != 1 {
-		t.Errorf("Touch logged transitions: %+v", tr)
-	}
+		tr, err := c.Transitions(ctx, "a", "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tr) != 1 {
+			t.Errorf("Touch logged transitions: %+v", tr)
+		}
+	})
 }
 
 func TestReopenKeepsData(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "catalog.db")
-	c, err := catalog.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := catalog.Source{Name: "a", Kind: "url", Spec: "postgres://x", CreatedAt: at(0)}
-	if err := c.AddSource(ctx, src); err != nil {
-		t.Fatal(err)
-	}
-	seed, err := c.AddSeed(ctx, catalog.Seed{Source: "a", Dir: "/s", CreatedAt: at(1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := fullBranch("a", "f")
-	b.SeedID = seed.ID
-	if b.ID, err = c.InsertBranch(ctx, b, "create"); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
+	eachBackend(t, func(t *testing.T, bk backend) {
+		ctx := context.Background()
+		path := bk.newDSN(t)
+		c, err := catalog.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := catalog.Source{Name: "a", Kind: "url", Spec: "postgres://x", CreatedAt: at(0)}
+		if err := c.AddSource(ctx, src); err != nil {
+			t.Fatal(err)
+		}
+		seed, err := c.AddSeed(ctx, catalog.Seed{Source: "a", Dir: "/s", CreatedAt: at(1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := fullBranch("a", "f")
+		b.SeedID = seed.ID
+		if b.ID, err = c.InsertBranch(ctx, b, "create"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
 
-	c, err = catalog.Open(path)
-	if err != nil {
-		t.Fatalf("reopen: %v", err)
-	}
-	defer c.Close()
-	srcs, err := c.Sources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(srcs) != 1 || !sourceEqual(srcs[0], src) {
-		t.Errorf("Sources after reopen = %+v, want [%+v]", srcs, src)
-	}
-	seeds, err := c.Seeds(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(seeds) != 1 || !seedEqual(seeds[0], seed) {
-		t.Errorf("Seeds after reopen = %+v, want [%+v]", seeds, seed)
-	}
-	branches, err := c.Branches(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(branches) != 1 || !branchEqual(branches[0], b) {
-		t.Errorf("Branches after reopen = %+v, want [%+v]", branches, b)
-	}
-	tr, err := c.Transitions(ctx, "a", "f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(tr) != 1 || tr[0].To != "creating" {
-		t.Errorf("Transitions after reopen = %+v", tr)
-	}
-	// Generations continue after a reopen.
-	next, err := c.AddSeed(ctx, catalog.Seed{Source: "a", Dir: "/s2"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if next.Generation != 2 {
-		t.Errorf("generation after reopen = %d, want 2", next.Generation)
-	}
+		c, err = catalog.Open(path)
+		if err != nil {
+			t.Fatalf("reopen: %v", err)
+		}
+		defer c.Close()
+		srcs, err := c.Sources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(srcs) != 1 || !sourceEqual(srcs[0], src) {
+			t.Errorf("Sources after reopen = %+v, want [%+v]", srcs, src)
+		}
+		seeds, err := c.Seeds(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(seeds) != 1 || !seedEqual(seeds[0], seed) {
+			t.Errorf("Seeds after reopen = %+v, want [%+v]", seeds, seed)
+		}
+		branches, err := c.Branches(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(branches) != 1 || !branchEqual(branches[0], b) {
+			t.Errorf("Branches after reopen = %+v, want [%+v]", branches, b)
+		}
+		tr, err := c.Transitions(ctx, "a", "f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tr) != 1 || tr[0].To != "creating" {
+			t.Errorf("Transitions after reopen = %+v", tr)
+		}
+		// Generations continue after a reopen.
+		next, err := c.AddSeed(ctx, catalog.Seed{Source: "a", Dir: "/s2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next.Generation != 2 {
+			t.Errorf("generation after reopen = %d, want 2", next.Generation)
+		}
+	})
 }
 
 // TestConcurrentUse runs writers and readers at once; with -race it checks that a
 // *Catalog is safe for concurrent use as documented.
 func TestConcurrentUse(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	c, _ := open(t)
-	const n = 8
-	errc := make(chan error, 2*n)
-	for i := range n {
-		go func() {
-			_, err := c.InsertBranch(ctx, catalog.Branch{Source: "a", Name: string(rune('a' + i)), State: catalog.Creating}, "")
-			errc <- err
-		}()
-		go func() {
-			_, err := c.Branches(ctx)
-			errc <- err
-		}()
-	}
-	for range 2 * n {
-		if err := <-errc; err != nil {
-			t.Error(err)
+	eachBackend(t, func(t *testing.T, bk backend) {
+		ctx := context.Background()
+		c, _ := bk.open(t)
+		const n = 8
+		errc := make(chan error, 2*n)
+		for i := range n {
+			go func() {
+				_, err := c.InsertBranch(ctx, catalog.Branch{Source: "a", Name: string(rune('a' + i)), State: catalog.Creating}, "")
+				errc <- err
+			}()
+			go func() {
+				_, err := c.Branches(ctx)
+				errc <- err
+			}()
 		}
-	}
-	got, err := c.Branches(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != n {
-		t.Errorf("%d branches, want %d", len(got), n)
-	}
+		for range 2 * n {
+			if err := <-errc; err != nil {
+				t.Error(err)
+			}
+		}
+		got, err := c.Branches(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != n {
+			t.Errorf("%d branches, want %d", len(got), n)
+		}
+	})
 }

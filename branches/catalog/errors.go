@@ -7,3 +7,6 @@ var ErrNotFound = errors.New("not found")
 
 // ErrExists is returned when a source or branch of that name already exists.
 var ErrExists = errors.New("already exists")
+
+// ErrNotEmpty is returned by Copy when the destination catalog already has rows.
+var ErrNotEmpty = errors.New("catalog is not empty")

@@ -20,14 +20,16 @@ type Claim struct {
 // not (or no longer) pooled, and with ErrExists if the name is taken.
 func (c *Catalog) ClaimBranch(ctx context.Context, id int64, cl Claim, reason string) error {
 	return c.tx(ctx, func(tx sqlTx) error {
+		// Two claims of one member: on Postgres the second waits for the row lock,
+		// then finds it no longer pooled (ErrNotFound); SQLite has one writer.
 		var b Branch
-		if err := tx.QueryRowContext(ctx, `SELECT source, name, state FROM branches WHERE id = ? AND pooled = 1`, id).
+		if err := tx.queryRow(ctx, `SELECT source, name, state FROM branches WHERE id = ? AND pooled = ?`+c.d.forUpdate(), id, true).
 			Scan(&b.Source, &b.Name, &b.State); err != nil {
 			return noRows(err, fmt.Sprintf("pooled branch %d", id))
 		}
-		_, err := tx.ExecContext(ctx, `UPDATE branches SET name = ?, pooled = 0, ttl_ns = ?, ephemeral = ?, quota = ?,
-			last_used_at = ? WHERE id = ?`, cl.Name, int64(cl.TTL), cl.Ephemeral, cl.Quota, unixNano(cl.At), id)
-		if isUnique(err) {
+		_, err := tx.exec(ctx, `UPDATE branches SET name = ?, pooled = ?, ttl_ns = ?, ephemeral = ?, quota = ?,
+			last_used_at = ? WHERE id = ?`, cl.Name, false, int64(cl.TTL), cl.Ephemeral, cl.Quota, unixNano(cl.At), id)
+		if c.d.isUnique(err) {
 			return fmt.Errorf("branch %q of source %q: %w", cl.Name, b.Source, ErrExists)
 		}
 		if err != nil {
@@ -44,7 +46,7 @@ func (c *Catalog) ClaimBranch(ctx context.Context, id int64, cl Claim, reason st
 // SetSourceWarm sets how many pooled branches the source keeps; -1 means the
 // server's default.
 func (c *Catalog) SetSourceWarm(ctx context.Context, name string, warm int) error {
-	res, err := c.db.ExecContext(ctx, `UPDATE sources SET warm = ? WHERE name = ?`, warm, name)
+	res, err := c.exec(ctx, `UPDATE sources SET warm = ? WHERE name = ?`, warm, name)
 	if err != nil {
 		return err
 	}

@@ -2,54 +2,58 @@ package catalog
 
 // schema is applied at Open. Statements are idempotent; columns added later go in
 // addedColumns (migrate.go) so that an older state directory keeps working; new
-// tables go here with IF NOT EXISTS.
+// tables go here with IF NOT EXISTS (and in tables, below). Column types are
+// tokens that each backend replaces (dialect.types): <id> is the table's
+// generated integer key, <int> a 64-bit integer, <bool>, <false>, <real> a
+// double, <blob> bytes. Open splits the text at each ";", so none may appear
+// inside a statement.
 const schema = `
 CREATE TABLE IF NOT EXISTS sources (
 	name             TEXT PRIMARY KEY,
 	kind             TEXT NOT NULL,
 	spec             TEXT NOT NULL DEFAULT '',
 	default_database TEXT NOT NULL DEFAULT '',
-	created_at       INTEGER NOT NULL
+	created_at       <int> NOT NULL
 );
 CREATE TABLE IF NOT EXISTS seeds (
-	id          INTEGER PRIMARY KEY,
+	id          <id>,
 	source      TEXT NOT NULL,
-	generation  INTEGER NOT NULL,
+	generation  <int> NOT NULL,
 	state       TEXT NOT NULL,
 	dir         TEXT NOT NULL,
 	pg_version  TEXT NOT NULL DEFAULT '',
 	databases   TEXT NOT NULL DEFAULT '',
 	superuser   TEXT NOT NULL DEFAULT '',
 	roles       TEXT NOT NULL DEFAULT '',
-	created_at  INTEGER NOT NULL,
-	ready_at    INTEGER NOT NULL DEFAULT 0,
+	created_at  <int> NOT NULL,
+	ready_at    <int> NOT NULL DEFAULT 0,
 	UNIQUE (source, generation)
 );
 CREATE TABLE IF NOT EXISTS branches (
-	id            INTEGER PRIMARY KEY,
+	id            <id>,
 	source        TEXT NOT NULL,
 	name          TEXT NOT NULL,
-	seed_id       INTEGER NOT NULL,
+	seed_id       <int> NOT NULL,
 	parent        TEXT NOT NULL DEFAULT '',
 	layers        TEXT NOT NULL DEFAULT '',
 	state         TEXT NOT NULL,
 	cow_mode      TEXT NOT NULL DEFAULT '',
-	pid           INTEGER NOT NULL DEFAULT 0,
-	ttl_ns        INTEGER NOT NULL DEFAULT 0,
-	ephemeral     INTEGER NOT NULL DEFAULT 0,
-	quota         INTEGER NOT NULL DEFAULT 0,
+	pid           <int> NOT NULL DEFAULT 0,
+	ttl_ns        <int> NOT NULL DEFAULT 0,
+	ephemeral     <bool> NOT NULL DEFAULT <false>,
+	quota         <int> NOT NULL DEFAULT 0,
 	roles         TEXT NOT NULL DEFAULT '',
-	owned_bytes   INTEGER NOT NULL DEFAULT 0,
-	create_ms     INTEGER NOT NULL DEFAULT 0,
+	owned_bytes   <int> NOT NULL DEFAULT 0,
+	create_ms     <int> NOT NULL DEFAULT 0,
 	error         TEXT NOT NULL DEFAULT '',
-	created_at    INTEGER NOT NULL,
-	last_used_at  INTEGER NOT NULL,
-	state_at      INTEGER NOT NULL,
+	created_at    <int> NOT NULL,
+	last_used_at  <int> NOT NULL,
+	state_at      <int> NOT NULL,
 	UNIQUE (source, name)
 );
 CREATE TABLE IF NOT EXISTS transitions (
-	id         INTEGER PRIMARY KEY,
-	at         INTEGER NOT NULL,
+	id         <id>,
+	at         <int> NOT NULL,
 	source     TEXT NOT NULL,
 	branch     TEXT NOT NULL,
 	from_state TEXT NOT NULL,
@@ -59,11 +63,11 @@ CREATE TABLE IF NOT EXISTS transitions (
 CREATE TABLE IF NOT EXISTS server_settings (
 	source         TEXT NOT NULL,
 	branch         TEXT NOT NULL DEFAULT '',
-	branch_created INTEGER NOT NULL DEFAULT 0,
+	branch_created <int> NOT NULL DEFAULT 0,
 	image          TEXT NOT NULL DEFAULT '',
-	memory_bytes   INTEGER NOT NULL DEFAULT 0,
-	cpus           REAL NOT NULL DEFAULT 0,
-	pids           INTEGER NOT NULL DEFAULT 0,
+	memory_bytes   <int> NOT NULL DEFAULT 0,
+	cpus           <real> NOT NULL DEFAULT 0,
+	pids           <int> NOT NULL DEFAULT 0,
 	PRIMARY KEY (source, branch)
 );
 `
@@ -75,12 +79,12 @@ CREATE TABLE IF NOT EXISTS tokens (
 	name       TEXT PRIMARY KEY,
 	role       TEXT NOT NULL,
 	prefix     TEXT NOT NULL DEFAULT '',
-	hash       BLOB NOT NULL,
-	created_at INTEGER NOT NULL
+	hash       <blob> NOT NULL,
+	created_at <int> NOT NULL
 );
 CREATE TABLE IF NOT EXISTS audit (
-	id      INTEGER PRIMARY KEY,
-	at      INTEGER NOT NULL,
+	id      <id>,
+	at      <int> NOT NULL,
 	actor   TEXT NOT NULL,
 	action  TEXT NOT NULL,
 	target  TEXT NOT NULL DEFAULT '',
@@ -89,3 +93,16 @@ CREATE TABLE IF NOT EXISTS audit (
 );
 CREATE INDEX IF NOT EXISTS audit_at ON audit (at);
 `
+
+// table is one table of the catalog, for Copy.
+type table struct {
+	name   string
+	serial bool // has an <id> column whose sequence must continue after copied ids
+}
+
+// tables lists every table of schema and schemaAdmin, in an order in which
+// copying them one after the other is valid.
+var tables = []table{
+	{"sources", false}, {"seeds", true}, {"branches", true}, {"transitions", true},
+	{"server_settings", false}, {"tokens", false}, {"audit", true},
+}

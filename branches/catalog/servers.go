@@ -25,7 +25,7 @@ func (c *Catalog) SetServerSettings(ctx context.Context, source, branch string, 
 	if branch != "" {
 		created = unixNano(branchCreated)
 	}
-	_, err := c.db.ExecContext(ctx, `INSERT INTO server_settings (source, branch, branch_created, image, memory_bytes, cpus, pids)
+	_, err := c.exec(ctx, `INSERT INTO server_settings (source, branch, branch_created, image, memory_bytes, cpus, pids)
 		VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (source, branch) DO UPDATE SET branch_created = excluded.branch_created, image = excluded.image,
 			memory_bytes = excluded.memory_bytes, cpus = excluded.cpus, pids = excluded.pids`,
@@ -41,7 +41,7 @@ func (c *Catalog) ServerSettingsOf(ctx context.Context, source, branch string, b
 		created = unixNano(branchCreated)
 	}
 	var s ServerSettings
-	err := c.db.QueryRowContext(ctx, `SELECT image, memory_bytes, cpus, pids FROM server_settings
+	err := c.queryRow(ctx, `SELECT image, memory_bytes, cpus, pids FROM server_settings
 		WHERE source = ? AND branch = ? AND branch_created = ?`, source, branch, created).
 		Scan(&s.Image, &s.MemoryBytes, &s.CPUs, &s.PIDs)
 	if errors.Is(err, sql.ErrNoRows) {

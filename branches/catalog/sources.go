@@ -43,10 +43,10 @@ type Seed struct {
 
 // AddSource records a new source. It fails with ErrExists if the name is taken.
 func (c *Catalog) AddSource(ctx context.Context, s Source) error {
-	_, err := c.db.ExecContext(ctx,
+	_, err := c.exec(ctx,
 		`INSERT INTO sources (name, kind, spec, default_database, options, created_at, warm) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		s.Name, s.Kind, s.Spec, s.DefaultDatabase, s.Options, unixNano(s.CreatedAt), s.Warm)
-	if isUnique(err) {
+	if c.d.isUnique(err) {
 		return fmt.Errorf("source %q: %w", s.Name, ErrExists)
 	}
 	return err
@@ -54,7 +54,7 @@ func (c *Catalog) AddSource(ctx context.Context, s Source) error {
 
 // Sources lists every source, by name.
 func (c *Catalog) Sources(ctx context.Context) ([]Source, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT name, kind, spec, default_database, options, created_at, warm FROM sources ORDER BY name`)
+	rows, err := c.query(ctx, `SELECT name, kind, spec, default_database, options, created_at, warm FROM sources ORDER BY name`)
 	if err != nil {
 		return nil, err
 	}
@@ -75,14 +75,14 @@ func (c *Catalog) Sources(ctx context.Context) ([]Source, error) {
 // DeleteSource removes a source and its seed rows. Branches must be gone first.
 func (c *Catalog) DeleteSource(ctx context.Context, name string) error {
 	return c.tx(ctx, func(tx sqlTx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM sources WHERE name = ?`, name)
+		res, err := tx.exec(ctx, `DELETE FROM sources WHERE name = ?`, name)
 		if err != nil {
 			return err
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("source %q: %w", name, ErrNotFound)
 		}
-		_, err = tx.ExecContext(ctx, `DELETE FROM seeds WHERE source = ?`, name)
+		_, err = tx.exec(ctx, `DELETE FROM seeds WHERE source = ?`, name)
 		return err
 	})
 }
@@ -91,25 +91,25 @@ func (c *Catalog) DeleteSource(ctx context.Context, name string) error {
 // and the next generation number of its source.
 func (c *Catalog) AddSeed(ctx context.Context, s Seed) (Seed, error) {
 	err := c.tx(ctx, func(tx sqlTx) error {
-		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(generation), 0) + 1 FROM seeds WHERE source = ?`, s.Source).Scan(&s.Generation); err != nil {
+		// Two seeds of one source at once would read the same MAX (Postgres;
+		// SQLite has one writer).
+		if err := c.d.lockSeeds(ctx, tx.tx, s.Source); err != nil {
+			return err
+		}
+		if err := tx.queryRow(ctx, `SELECT COALESCE(MAX(generation), 0) + 1 FROM seeds WHERE source = ?`, s.Source).Scan(&s.Generation); err != nil {
 			return err
 		}
 		s.State = SeedBuilding
-		res, err := tx.ExecContext(ctx,
-			`INSERT INTO seeds (source, generation, state, dir, created_at) VALUES (?, ?, ?, ?, ?)`,
-			s.Source, s.Generation, s.State, s.Dir, unixNano(s.CreatedAt))
-		if err != nil {
-			return err
-		}
-		s.ID, err = res.LastInsertId()
-		return err
+		return tx.queryRow(ctx,
+			`INSERT INTO seeds (source, generation, state, dir, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id`,
+			s.Source, s.Generation, s.State, s.Dir, unixNano(s.CreatedAt)).Scan(&s.ID)
 	})
 	return s, err
 }
 
 // UpdateSeed writes a seed's mutable fields (state, dir, version, databases, superuser, ready time).
 func (c *Catalog) UpdateSeed(ctx context.Context, s Seed) error {
-	_, err := c.db.ExecContext(ctx,
+	_, err := c.exec(ctx,
 		`UPDATE seeds SET state = ?, dir = ?, pg_version = ?, databases = ?, superuser = ?, roles = ?, ready_at = ? WHERE id = ?`,
 		s.State, s.Dir, s.PGVersion, joinList(s.Databases), s.Superuser, s.Roles, unixNano(s.ReadyAt), s.ID)
 	return err
@@ -117,13 +117,13 @@ func (c *Catalog) UpdateSeed(ctx context.Context, s Seed) error {
 
 // DeleteSeed removes one seed row.
 func (c *Catalog) DeleteSeed(ctx context.Context, id int64) error {
-	_, err := c.db.ExecContext(ctx, `DELETE FROM seeds WHERE id = ?`, id)
+	_, err := c.exec(ctx, `DELETE FROM seeds WHERE id = ?`, id)
 	return err
 }
 
 // Seeds lists every seed, oldest first.
 func (c *Catalog) Seeds(ctx context.Context) ([]Seed, error) {
-	rows, err := c.db.QueryContext(ctx,
+	rows, err := c.query(ctx,
 		`SELECT id, source, generation, state, dir, pg_version, databases, superuser, roles, created_at, ready_at FROM seeds ORDER BY id`)
 	if err != nil {
 		return nil, err

@@ -18,10 +18,10 @@ type Token struct {
 
 // AddToken records a new token. It fails with ErrExists if the name is taken.
 func (c *Catalog) AddToken(ctx context.Context, t Token) error {
-	_, err := c.db.ExecContext(ctx,
+	_, err := c.exec(ctx,
 		`INSERT INTO tokens (name, role, prefix, hash, created_at) VALUES (?, ?, ?, ?, ?)`,
 		t.Name, t.Role, t.Prefix, t.Hash, unixNano(t.CreatedAt))
-	if isUnique(err) {
+	if c.d.isUnique(err) {
 		return fmt.Errorf("token %q: %w", t.Name, ErrExists)
 	}
 	if err != nil {
@@ -32,7 +32,7 @@ func (c *Catalog) AddToken(ctx context.Context, t Token) error {
 
 // Tokens lists every token, by name, hashes included.
 func (c *Catalog) Tokens(ctx context.Context) ([]Token, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT name, role, prefix, hash, created_at FROM tokens ORDER BY name`)
+	rows, err := c.query(ctx, `SELECT name, role, prefix, hash, created_at FROM tokens ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list tokens: %w", err)
 	}
@@ -52,7 +52,7 @@ func (c *Catalog) Tokens(ctx context.Context) ([]Token, error) {
 
 // RemoveToken deletes a token; it fails with ErrNotFound if there is none of that name.
 func (c *Catalog) RemoveToken(ctx context.Context, name string) error {
-	res, err := c.db.ExecContext(ctx, `DELETE FROM tokens WHERE name = ?`, name)
+	res, err := c.exec(ctx, `DELETE FROM tokens WHERE name = ?`, name)
 	if err != nil {
 		return fmt.Errorf("remove token %q: %w", name, err)
 	}

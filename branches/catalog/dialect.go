@@ -1,0 +1,75 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// dialect is what differs between the catalog's backends. Everything else (the
+// statements, the scanning, the transactions) is shared.
+type dialect interface {
+	// name is "sqlite" or "postgres".
+	name() string
+	// rebind rewrites a statement written with ? placeholders for the backend.
+	rebind(query string) string
+	// types turns the type tokens of schema.go (<id>, <int>, ...) into column types.
+	types() *strings.Replacer
+	// forUpdate is appended to a SELECT whose row the transaction then updates.
+	forUpdate() string
+	// isUnique reports whether err is a unique or primary key violation.
+	isUnique(err error) bool
+	// lockSchema serializes schema creation between processes opening the catalog at once.
+	lockSchema(ctx context.Context, tx *sql.Tx) error
+	// lockSeeds serializes the numbering of a source's seed generations.
+	lockSeeds(ctx context.Context, tx *sql.Tx, source string) error
+	// columns returns the columns of table, by name, with their declared types.
+	columns(ctx context.Context, tx *sql.Tx, table string) (map[string]string, error)
+	// snapshot is how a transaction that reads every table at one instant begins.
+	snapshot() *sql.TxOptions
+	// afterCopy makes a table's id sequence continue after the ids copied into it.
+	afterCopy(ctx context.Context, tx *sql.Tx, table string) error
+}
+
+// dollarPlaceholders rewrites ? as $1, $2, ... outside quoted strings and identifiers.
+func dollarPlaceholders(query string) string {
+	if !strings.Contains(query, "?") {
+		return query
+	}
+	var b strings.Builder
+	b.Grow(len(query) + 16)
+	n := 0
+	var quote byte
+	for i := 0; i < len(query); i++ {
+		ch := query[i]
+		switch {
+		case quote != 0:
+			if ch == quote {
+				quote = 0
+			}
+		case ch == '\'' || ch == '"':
+			quote = ch
+		case ch == '?':
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(ch)
+	}
+	return b.String()
+}
+
+// Redact returns dsn with any password replaced, for logs and error messages.
+func Redact(dsn string) string {
+	if !IsPostgres(dsn) {
+		return dsn
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "postgres://(unparsable URL)"
+	}
+	return u.Redacted()
+}

@@ -1,0 +1,5 @@
+package catalog
+
+// TestPostgresDSN returns the URL of a new, empty database on the package's test
+// Postgres server (postgres_internal_test.go).
+var TestPostgresDSN = testPostgresDSN

@@ -1,0 +1,53 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+)
+
+// Every statement in this package is written once, with ? placeholders, and
+// passes through these helpers, which rewrite it for the backend (dialect.rebind).
+
+func (c *Catalog) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return c.db.ExecContext(ctx, c.d.rebind(query), args...)
+}
+
+func (c *Catalog) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return c.db.QueryContext(ctx, c.d.rebind(query), args...)
+}
+
+func (c *Catalog) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	return c.db.QueryRowContext(ctx, c.d.rebind(query), args...)
+}
+
+// txn is a transaction whose statements are rewritten for the backend.
+type txn struct {
+	tx *sql.Tx
+	d  dialect
+}
+
+type sqlTx = *txn
+
+func (t *txn) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return t.tx.ExecContext(ctx, t.d.rebind(query), args...)
+}
+
+func (t *txn) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	return t.tx.QueryRowContext(ctx, t.d.rebind(query), args...)
+}
+
+// tx runs fn in a transaction at the backend's default isolation (SQLite:
+// serializable, one writer at a time; Postgres: read committed, so methods that
+// read a row and then write what depends on it lock the row first, see
+// dialect.forUpdate).
+func (c *Catalog) tx(ctx context.Context, fn func(sqlTx) error) error {
+	tx, err := c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(&txn{tx: tx, d: c.d}); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}

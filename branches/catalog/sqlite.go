@@ -1,0 +1,74 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"strings"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// openSQLite opens (creating if needed) the catalog file at path.
+func openSQLite(path string) (*Catalog, error) {
+	// The catalog holds password verifiers: create it readable by its owner only
+	// (SQLite gives its -wal and -shm files the same mode).
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create catalog: %w", err)
+	}
+	f.Close()
+	if err := os.Chmod(path, 0o600); err != nil {
+		return nil, fmt.Errorf("make catalog private: %w", err)
+	}
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(ON)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open catalog: %w", err)
+	}
+	// One writer at a time is what SQLite allows anyway; a single connection
+	// also makes every statement see the previous one's effects, and makes every
+	// transaction exclusive: no method needs a row lock on this backend.
+	db.SetMaxOpenConns(1)
+	return &Catalog{db: db, d: sqliteDialect{}}, nil
+}
+
+type sqliteDialect struct{}
+
+var sqliteTypes = strings.NewReplacer(
+	"<id>", "INTEGER PRIMARY KEY", "<int>", "INTEGER", "<bool>", "INTEGER", "<false>", "0",
+	"<real>", "REAL", "<blob>", "BLOB")
+
+func (sqliteDialect) name() string             { return "sqlite" }
+func (sqliteDialect) rebind(q string) string   { return q }
+func (sqliteDialect) types() *strings.Replacer { return sqliteTypes }
+func (sqliteDialect) forUpdate() string        { return "" }
+func (sqliteDialect) snapshot() *sql.TxOptions { return nil } // a read transaction sees one snapshot
+func (sqliteDialect) isUnique(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
+}
+
+// The single connection (openSQLite) already serializes every transaction.
+func (sqliteDialect) lockSchema(context.Context, *sql.Tx) error        { return nil }
+func (sqliteDialect) lockSeeds(context.Context, *sql.Tx, string) error { return nil }
+
+// An INTEGER PRIMARY KEY continues after the largest id in the table by itself.
+func (sqliteDialect) afterCopy(context.Context, *sql.Tx, string) error { return nil }
+
+func (sqliteDialect) columns(ctx context.Context, tx *sql.Tx, table string) (map[string]string, error) {
+	rows, err := tx.QueryContext(ctx, "SELECT name, type FROM pragma_table_info(?)", table)
+	if err != nil {
+		return nil, fmt.Errorf("columns of %s: %w", table, err)
+	}
+	defer rows.Close()
+	cols := map[string]string{}
+	for rows.Next() {
+		var n, typ string
+		if err := rows.Scan(&n, &typ); err != nil {
+			return nil, fmt.Errorf("columns of %s: %w", table, err)
+		}
+		cols[n] = strings.ToLower(typ)
+	}
+	return cols, rows.Err()
+}
