@@ -25,6 +25,10 @@ import (
 type Config struct {
 	// StateDir holds the catalog, seeds and branches. Required, absolute.
 	StateDir string
+	// Catalog is where the catalog lives instead of <StateDir>/catalog.db: a
+	// postgres:// or postgresql:// URL, or a SQLite file (see catalog.Open). One
+	// catalog serves one server; "" is the SQLite file in the state directory.
+	Catalog string
 	// Runtime runs branch servers. Required.
 	Runtime runtime.Runtime
 	// User owns branch data directories and runs their servers. Required.
@@ -170,10 +174,14 @@ func New(ctx context.Context, cfg Config, log *zap.Logger) (*Manager, error) {
 	if err := makeDirs(cfg.StateDir); err != nil {
 		return nil, err
 	}
-	cat, err := catalog.Open(filepath.Join(cfg.StateDir, "catalog.db"))
+	if cfg.Catalog == "" {
+		cfg.Catalog = filepath.Join(cfg.StateDir, "catalog.db")
+	}
+	cat, err := catalog.Open(cfg.Catalog)
 	if err != nil {
 		return nil, err
 	}
+	log.Info("catalog", zap.String("backend", cat.Backend()), zap.String("at", catalog.Redact(cfg.Catalog)))
 	running, _ := simplelru.NewLRU[key, struct{}](math.MaxInt32, nil)
 	m := &Manager{cfg: cfg, log: log, cat: cat, branches: map[key]*branch{}, sources: map[string]*sourceState{},
 		running: running, kick: make(chan struct{}, 1), reaperDone: make(chan struct{}),

@@ -29,6 +29,7 @@ import (
 
 type serveFlags struct {
 	listen         string
+	catalog        string
 	auth           string
 	pgBin          string
 	pgUser         string
@@ -75,6 +76,7 @@ func newServe(g *globalFlags) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:6432", "address clients connect to")
+	fl.StringVar(&f.catalog, "catalog", "", "the catalog: a postgres:// URL, or a SQLite file (default: <state-dir>/catalog.db); the state dir holds everything else")
 	fl.StringVar(&f.auth, "auth", proxy.AuthSCRAM, "client authentication at the proxy, before any branch is created or woken: scram-sha-256, md5 or trust")
 	fl.BoolVar(&f.insecureTrust, "insecure-trust", false, "allow --auth trust on a non-loopback --listen")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (PEM)")
@@ -224,6 +226,7 @@ func serve(g *globalFlags, f *serveFlags) error {
 	metrics := branches.NewMetrics()
 	mgr, err := branches.New(ctx, branches.Config{
 		StateDir:      stateDir,
+		Catalog:       f.catalog,
 		Runtime:       rt,
 		User:          user,
 		Builder:       seed.NewBuilder(rt, log.Named("seed")),
