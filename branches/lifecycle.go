@@ -194,7 +194,7 @@ func (m *Manager) rollbackCreate(b *branch, cause error) {
 	m.running.Remove(key{rec.Source, rec.Name})
 	m.mu.Unlock()
 	if inst != nil {
-		_ = inst.Stop(ctx)
+		_ = inst.Discard(ctx) // the branch's files go next
 	}
 	l := m.layoutOf(rec.ID)
 	if err := overlay.Unmount(l.data); err != nil {
@@ -466,8 +466,9 @@ func (m *Manager) destroyBranch(ctx context.Context, b *branch, reason string) e
 	m.running.Remove(key{rec.Source, rec.Name})
 	m.mu.Unlock()
 	if inst != nil {
+		// The files go next: a shutdown checkpoint would only write what is deleted.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StopTimeout)
-		_ = inst.Stop(sctx)
+		_ = inst.Discard(sctx)
 		cancel()
 	}
 	l := m.layoutOf(rec.ID)

@@ -109,6 +109,25 @@ func TestConformance(t *testing.T) {
 			default:
 				t.Error("Done is open after Stop")
 			}
+			// Discard: an immediate shutdown, with a session still open.
+			if inst, err = rt.Start(ctx, spec); err != nil {
+				t.Fatalf("Start again: %v", err)
+			}
+			if c, err = pgx.Connect(ctx, "host="+sock+" user=postgres dbname=postgres"); err != nil {
+				t.Fatalf("connect: %v", err)
+			}
+			defer c.Close(context.Background())
+			if err := inst.Discard(ctx); err != nil {
+				t.Errorf("Discard: %v", err)
+			}
+			select {
+			case <-inst.Done():
+			default:
+				t.Error("Done is open after Discard")
+			}
+			if log, _ := os.ReadFile(spec.LogFile); !bytes.Contains(log, []byte("immediate shutdown request")) {
+				t.Errorf("the server log shows no immediate shutdown:\n%s", log)
+			}
 			spec.Settings = map[string]string{"no_such_setting": "1"}
 			if _, err := rt.Start(ctx, spec); !errors.Is(err, runtime.ErrExited) {
 				t.Errorf("Start with a bad setting: %v, want ErrExited", err)

@@ -289,6 +289,29 @@ func (c *ctr) Stop(ctx context.Context) error {
 	return fmt.Errorf("container %s had to be killed", shortID(c.id))
 }
 
+// Discard sends SIGQUIT (immediate shutdown) to the container's postmaster, then
+// SIGKILL if ctx ends before it exits.
+func (c *ctr) Discard(ctx context.Context) error {
+	select {
+	case <-c.done:
+		return nil
+	default:
+	}
+	c.kill("SIGQUIT")
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+	}
+	c.kill("SIGKILL")
+	select {
+	case <-c.done:
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("container %s did not exit after SIGKILL", shortID(c.id))
+	}
+	return fmt.Errorf("container %s had to be killed", shortID(c.id))
+}
+
 func (c *ctr) kill(sig string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

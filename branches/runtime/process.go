@@ -138,6 +138,23 @@ func (p *proc) Stop(ctx context.Context) error {
 	return stopPID(ctx, p.pid, p.done)
 }
 
+// Discard sends SIGQUIT (immediate shutdown), then SIGKILL to the process group if
+// ctx ends before it exits.
+func (p *proc) Discard(ctx context.Context) error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	_ = syscall.Kill(p.pid, syscall.SIGQUIT)
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+	}
+	return killPID(p.pid, p.done)
+}
+
 // stopPID stops the postmaster pid, whose exit is signalled by done.
 func stopPID(ctx context.Context, pid int, done <-chan struct{}) error {
 	select {
@@ -157,6 +174,11 @@ func stopPID(ctx context.Context, pid int, done <-chan struct{}) error {
 		return fmt.Errorf("postgres %d needed an immediate shutdown", pid)
 	case <-time.After(5 * time.Second):
 	}
+	return killPID(pid, done)
+}
+
+// killPID kills the postmaster pid and its process group and waits for done.
+func killPID(pid int, done <-chan struct{}) error {
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
 	_ = syscall.Kill(pid, syscall.SIGKILL)
 	select {

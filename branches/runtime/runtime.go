@@ -76,6 +76,10 @@ type Instance interface {
 	// Stop shuts the server down cleanly (fast shutdown), escalating to immediate
 	// shutdown and then SIGKILL if ctx ends first, and waits for it to exit.
 	Stop(ctx context.Context) error
+	// Discard ends the server at once (immediate shutdown: no checkpoint), for a
+	// server whose files are about to be thrown away, escalating to SIGKILL if ctx
+	// ends first, and waits for it to exit.
+	Discard(ctx context.Context) error
 }
 
 // Runtime starts Postgres servers.
