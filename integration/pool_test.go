@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // pooled lists the warm pool members.
@@ -79,6 +82,15 @@ func TestWarmPool(t *testing.T) {
 	}
 	if m := s.metrics(t); !regexp.MustCompile(`pgbranch_proxy_server_sessions_reused_total [1-9]`).MatchString(m) {
 		t.Errorf("the claim forked a backend: no server session opened ahead was used\n%s", m)
+	}
+	// The session opened ahead was warmed with a query; it left no unnamed
+	// statement behind, as a new session has none.
+	waitPool(t, s, 2)
+	fresh := s.connect(t, "app@fresh")
+	_, err := fresh.PgConn().ExecPrepared(context.Background(), "", nil, nil, nil).Close()
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "26000" {
+		t.Errorf("executing the unnamed statement on a claimed session: %v, want 26000 (none exists)", err)
 	}
 	waitPool(t, s, 2)
 	eph := s.connect(t, "app@eph", "options='-c pgbranch.ephemeral=on'")

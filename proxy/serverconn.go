@@ -250,6 +250,7 @@ func (sc *serverConn) warm(timeout time.Duration) error {
 	msgs, _ = (&pgproto3.Bind{}).Encode(msgs)
 	msgs, _ = (&pgproto3.Describe{ObjectType: 'P'}).Encode(msgs)
 	msgs, _ = (&pgproto3.Execute{}).Encode(msgs)
+	msgs, _ = (&pgproto3.Close{ObjectType: 'S'}).Encode(msgs) // a new session has no unnamed statement
 	msgs, _ = (&pgproto3.Sync{}).Encode(msgs)
 	return sc.roundTrip(timeout, msgs, 3, "warm-up")
 }
