@@ -64,7 +64,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "copy shim: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	if err := startCatalogServer(); err != nil {
+		fmt.Fprintf(os.Stderr, "start the catalog server: %v\n", err)
+		os.Exit(1)
+	}
 	code := m.Run()
+	if err := stopCatalogServer(); err != nil {
+		fmt.Fprintf(os.Stderr, "stop the catalog server: %v\n", err)
+		code = 1
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -115,6 +123,7 @@ func startServer(t testing.TB, state string, extra ...string) *server {
 		s.args = append(s.args, "--auth", "trust")
 	}
 	s.args = append(s.args, runtimeArgs(extra)...)
+	s.args = append(s.args, catalogArgs(t, state, extra)...)
 	s.start()
 	t.Cleanup(s.stop)
 	return s
@@ -177,6 +186,7 @@ func (s *server) stop() {
 	default:
 	}
 	s.cmd.Process.Signal(syscall.SIGTERM)
+	defer checkCatalogBackend(s.t, s.state)
 	select {
 	case <-s.exited:
 		if code := s.cmd.ProcessState.ExitCode(); code != 0 {

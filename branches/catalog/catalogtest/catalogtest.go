@@ -1,0 +1,105 @@
+package catalogtest
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
+	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
+	"go.uber.org/zap"
+)
+
+// Server is a Postgres 15 server in a temporary directory, reachable on a unix
+// socket there with trust authentication as user postgres. The zero value is not
+// usable; call Start. Safe for concurrent use.
+type Server struct {
+	dir  string
+	inst runtime.Instance
+	n    atomic.Int64
+}
+
+// Start initdbs a cluster in a new temporary directory and starts it.
+func Start(ctx context.Context) (*Server, error) {
+	u, err := runtime.LookupUser("postgres")
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "catalogtest-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{dir: dir}
+	if err := s.start(ctx, u); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) start(ctx context.Context, u runtime.OSUser) error {
+	if err := os.Chmod(s.dir, 0o711); err != nil {
+		return err
+	}
+	data, run := filepath.Join(s.dir, "data"), filepath.Join(s.dir, "run")
+	for _, d := range []string{data, run} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return err
+		}
+		if err := os.Chown(d, u.UID, u.GID); err != nil {
+			return err
+		}
+	}
+	p := runtime.NewProcess(runtime.Binaries{}, u, zap.NewNop())
+	var out bytes.Buffer
+	if err := p.Run(ctx, runtime.Job{Version: "15", Prog: "initdb", Stdout: &out, Paths: []string{data},
+		Args: []string{"-D", data, "-U", "postgres", "-A", "trust", "--no-sync"}}); err != nil {
+		return fmt.Errorf("initdb: %w\n%s", err, out.String())
+	}
+	inst, err := p.Start(ctx, runtime.Spec{Name: "catalogtest", Version: "15", DataDir: data, SocketDir: run,
+		LogFile:  filepath.Join(s.dir, "server.log"),
+		Settings: map[string]string{"fsync": "off", "shared_buffers": "16MB", "max_connections": "200"}})
+	if err != nil {
+		return fmt.Errorf("start catalog test server: %w", err)
+	}
+	s.inst = inst
+	return nil
+}
+
+// URL is the postgres:// URL of database db on the server.
+func (s *Server) URL(db string) string {
+	return "postgres:///" + db + "?host=" + filepath.Join(s.dir, "run") + "&user=postgres"
+}
+
+// NewDatabase creates an empty database with a name of its own and returns its URL.
+func (s *Server) NewDatabase(ctx context.Context) (string, error) {
+	name := fmt.Sprintf("catalog_%d", s.n.Add(1))
+	admin, err := sql.Open("pgx", s.URL("postgres"))
+	if err != nil {
+		return "", err
+	}
+	defer admin.Close()
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", fmt.Errorf("create database %s: %w", name, err)
+	}
+	return s.URL(name), nil
+}
+
+// Stop stops the server and removes its directory.
+func (s *Server) Stop() error {
+	var err error
+	if s.inst != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		err = s.inst.Stop(ctx)
+	}
+	if rerr := os.RemoveAll(s.dir); err == nil {
+		err = rerr
+	}
+	return err
+}
