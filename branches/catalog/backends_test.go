@@ -12,14 +12,14 @@ import (
 type backend struct {
 	name string
 	// newDSN returns what catalog.Open takes for a new, empty catalog.
-	newDSN func(t *testing.T) string
+	newDSN func(t testing.TB) string
 }
 
 var backends = []backend{
-	{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "catalog.db") }},
+	{"sqlite", func(t testing.TB) string { return filepath.Join(t.TempDir(), "catalog.db") }},
 	// A database of its own on a Postgres 15 server the package's tests start
 	// (skipped with -short, like every test that starts PostgreSQL).
-	{"postgres", func(t *testing.T) string { return catalog.TestPostgresDSN(t) }},
+	{"postgres", func(t testing.TB) string { return catalog.TestPostgresDSN(t) }},
 }
 
 // eachBackend runs fn as a parallel subtest for every backend.
@@ -35,7 +35,7 @@ func eachBackend(t *testing.T, fn func(t *testing.T, bk backend)) {
 
 // open opens a new, empty catalog on the backend and closes it when the test
 // ends; it returns the catalog and what Open took, to open it again.
-func (bk backend) open(t *testing.T) (*catalog.Catalog, string) {
+func (bk backend) open(t testing.TB) (*catalog.Catalog, string) {
 	t.Helper()
 	dsn := bk.newDSN(t)
 	c, err := catalog.Open(dsn)

@@ -1,0 +1,61 @@
+package catalog_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+)
+
+// BenchmarkBranchLife is one branch's catalog writes from creation to its end on
+// each backend: insert (creating), update (running), touch, delete.
+func BenchmarkBranchLife(b *testing.B) {
+	for _, bk := range backends {
+		b.Run(bk.name, func(b *testing.B) {
+			ctx := context.Background()
+			c, _ := bk.open(b)
+			b.ResetTimer()
+			for i := range b.N {
+				br := catalog.Branch{Source: "a", Name: fmt.Sprintf("b%d", i), State: catalog.Creating, CreatedAt: time.Now()}
+				id, err := c.InsertBranch(ctx, br, "create")
+				if err != nil {
+					b.Fatal(err)
+				}
+				br.ID, br.State = id, catalog.Running
+				if err := c.UpdateBranch(ctx, br, "ready"); err != nil {
+					b.Fatal(err)
+				}
+				if err := c.Touch(ctx, map[int64]time.Time{id: time.Now()}); err != nil {
+					b.Fatal(err)
+				}
+				if err := c.DeleteBranch(ctx, br, "destroyed"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkBranches lists 100 branches on each backend (what reconcile and
+// branch ls read).
+func BenchmarkBranches(b *testing.B) {
+	for _, bk := range backends {
+		b.Run(bk.name, func(b *testing.B) {
+			ctx := context.Background()
+			c, _ := bk.open(b)
+			for i := range 100 {
+				if _, err := c.InsertBranch(ctx, fullBranch("a", fmt.Sprintf("b%d", i)), "create"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for range b.N {
+				if _, err := c.Branches(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
