@@ -22,15 +22,24 @@ type Catalog struct {
 // columns an older catalog lacks. A postgres:// or postgresql:// URL is a Postgres
 // database (any role that may create tables in its current schema); anything else
 // is a SQLite file path, with or without a sqlite:// prefix, created if missing.
+// Other URL schemes and libpq keyword/value strings ("host=... dbname=...") are
+// refused rather than taken for file names.
 func Open(dsn string) (*Catalog, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var c *Catalog
 	var err error
-	if IsPostgres(dsn) {
+	switch {
+	case IsPostgres(dsn):
 		c, err = openPostgres(ctx, dsn)
-	} else {
+	case strings.HasPrefix(dsn, "sqlite://"):
 		c, err = openSQLite(strings.TrimPrefix(dsn, "sqlite://"))
+	case strings.Contains(dsn, "://"):
+		return nil, fmt.Errorf("catalog %s: want a postgres:// or postgresql:// URL, or a SQLite file", Redact(dsn))
+	case strings.Contains(dsn, "host=") || strings.Contains(dsn, "dbname="):
+		return nil, errors.New("catalog: libpq keywords (host=, dbname=) are not a catalog; give a Postgres catalog as a postgres:// URL")
+	default:
+		c, err = openSQLite(dsn)
 	}
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,10 +63,25 @@ func TestOpenCreatesPrivateFile(t *testing.T) {
 
 func TestOpenBadPath(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "no-such-dir", "catalog.db")
-	if c, err := catalog.Open(path); err == nil {
-		c.Close()
-		t.Fatal("Open in a missing directory succeeded")
+	dir := t.TempDir()
+	tests := []struct{ name, dsn string }{
+		{"missing directory", filepath.Join(dir, "no-such-dir", "catalog.db")},
+		{"other scheme", "mysql://u:secret@db/catalog"},
+		{"libpq keywords", "host=db dbname=catalog password=secret"},
+	}
+	for _, tc := range tests {
+		c, err := catalog.Open(tc.dsn)
+		if err == nil {
+			c.Close()
+			t.Errorf("%s: Open(%q) succeeded", tc.name, tc.dsn)
+			continue
+		}
+		if strings.Contains(err.Error(), "secret") {
+			t.Errorf("%s: the error shows the password: %v", tc.name, err)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("a refused Open left files: %v", entries)
 	}
 }
 

@@ -64,12 +64,12 @@ func dollarPlaceholders(query string) string {
 
 // Redact returns dsn with any password replaced, for logs and error messages.
 func Redact(dsn string) string {
-	if !IsPostgres(dsn) {
-		return dsn
+	if !strings.Contains(dsn, "://") {
+		return dsn // a file path
 	}
 	u, err := url.Parse(dsn)
 	if err != nil {
-		return "postgres://(unparsable URL)"
+		return "(a URL that does not parse)"
 	}
 	return u.Redacted()
 }

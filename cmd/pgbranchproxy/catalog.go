@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 	"github.com/spf13/cobra"
@@ -27,13 +29,18 @@ func newCatalogMigrate(g *globalFlags) *cobra.Command {
 		Short: "Copy every row of one catalog into another, e.g. from the state dir's SQLite file to Postgres",
 		Long: "Copy every row of every table of the catalog SRC into DST, in one transaction on DST,\n" +
 			"then serve with --catalog DST. SRC and DST are postgres:// URLs or SQLite files;\n" +
-			"--from defaults to <state-dir>/catalog.db. Stop the server first: rows written\n" +
-			"meanwhile are not copied. A DST that has rows is refused unless --force, which\n" +
-			"deletes them (in the same transaction).",
+			"--from defaults to <state-dir>/catalog.db, and then a server running on the state\n" +
+			"dir is refused: stop it first, since rows it writes later are not copied.\n" +
+			"A DST that has rows is refused unless --force, which deletes them (in the\n" +
+			"same transaction).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if from == "" {
 				from = filepath.Join(g.stateDir, "catalog.db")
+				// A running server on the state dir keeps writing to this file.
+				if serverRunning(g.stateDir) {
+					return fmt.Errorf("a server is running on %s: stop it first, or the rows it writes after the copy are lost", g.stateDir)
+				}
 			}
 			return catalogMigrate(cmd.Context(), from, to, force, cmd.OutOrStdout())
 		},
@@ -80,6 +87,16 @@ func catalogMigrate(ctx context.Context, from, to string, force bool, out io.Wri
 		total, catalog.Redact(from), src.Backend(), catalog.Redact(to), dst.Backend(),
 		n["sources"], n["seeds"], n["branches"], n["transitions"], n["server_settings"], n["tokens"], n["audit"])
 	return nil
+}
+
+// serverRunning reports whether a server answers on the state dir's admin socket.
+func serverRunning(stateDir string) bool {
+	c, err := net.DialTimeout("unix", filepath.Join(stateDir, "admin.sock"), time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 // sameCatalog reports whether two catalog locations are obviously one catalog.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,5 +75,16 @@ func TestCatalogMigrate(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(other, "none.db")); !os.IsNotExist(err) {
 		t.Errorf("a missing source was created: %v", err)
+	}
+
+	// A server on the state dir: its catalog is not copied from under it.
+	ln, err := net.Listen("unix", filepath.Join(state, "admin.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	out, code, err = runRoot("--state-dir", state, "catalog", "migrate", "--to", dst, "--force")
+	if code != exitError || err == nil || !strings.Contains(err.Error(), "a server is running") {
+		t.Errorf("migrate under a running server: %q, %v (exit %d)", out, err, code)
 	}
 }
