@@ -211,6 +211,7 @@ func (m *Manager) newMemberLocked(source string, s *sourceState) error {
 		}
 		m.prewarm(ctx, b)
 		m.cfg.Metrics.took("pool_refill", time.Since(start))
+		go m.refillPools() // this creation's slot is free: fill the pool on, not at the next reaper pass
 		return nil
 	})
 	return nil

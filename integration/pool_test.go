@@ -192,3 +192,11 @@ func TestClaimFailureFallsBackToCold(t *testing.T) {
 		t.Fatalf("a later claim sees %q (%v)", out, err)
 	}
 }
+
+// TestPoolFillsAtOnce: a pool larger than the creations allowed at once fills as
+// members become ready, not one batch per reaper pass.
+func TestPoolFillsAtOnce(t *testing.T) {
+	s := startServer(t, newStateDir(t), "--warm", "5", "--max-creating", "2", "--reap-interval", "1h")
+	s.seedSQL("app", lifecycleSQL)
+	waitPool(t, s, 5)
+}
