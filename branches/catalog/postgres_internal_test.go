@@ -35,12 +35,7 @@ func TestMain(m *testing.M) {
 // it fails it.
 func testPostgresDSN(t testing.TB) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("starts PostgreSQL: skipped with -short")
-	}
-	if os.Geteuid() != 0 {
-		t.Fatal("needs root to run PostgreSQL as OS user postgres; run as root or with -short")
-	}
+	needPostgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	testServer.once.Do(func() { testServer.srv, testServer.err = catalogtest.Start(ctx) })
@@ -52,4 +47,16 @@ func testPostgresDSN(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return url
+}
+
+// needPostgres skips a test that starts PostgreSQL under -short and fails it
+// without root, like every package's tests that start it.
+func needPostgres(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts PostgreSQL: skipped with -short")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root to run PostgreSQL as OS user postgres; run as root or with -short")
+	}
 }

@@ -17,9 +17,12 @@ import (
 
 // Server is a Postgres 15 server in a temporary directory, reachable on a unix
 // socket there with trust authentication as user postgres. The zero value is not
-// usable; call Start. Safe for concurrent use.
+// usable; call Start. NewDatabase and URL are safe for concurrent use; Pause,
+// Resume and Stop are not.
 type Server struct {
 	dir  string
+	p    *runtime.Process
+	spec runtime.Spec
 	inst runtime.Instance
 	n    atomic.Int64
 }
@@ -55,15 +58,32 @@ func (s *Server) start(ctx context.Context, u runtime.OSUser) error {
 			return err
 		}
 	}
-	p := runtime.NewProcess(runtime.Binaries{}, u, zap.NewNop())
+	s.p = runtime.NewProcess(runtime.Binaries{}, u, zap.NewNop())
 	var out bytes.Buffer
-	if err := p.Run(ctx, runtime.Job{Version: "15", Prog: "initdb", Stdout: &out, Paths: []string{data},
+	if err := s.p.Run(ctx, runtime.Job{Version: "15", Prog: "initdb", Stdout: &out, Paths: []string{data},
 		Args: []string{"-D", data, "-U", "postgres", "-A", "trust", "--no-sync"}}); err != nil {
 		return fmt.Errorf("initdb: %w\n%s", err, out.String())
 	}
-	inst, err := p.Start(ctx, runtime.Spec{Name: "catalogtest", Version: "15", DataDir: data, SocketDir: run,
+	s.spec = runtime.Spec{Name: "catalogtest", Version: "15", DataDir: data, SocketDir: run,
 		LogFile:  filepath.Join(s.dir, "server.log"),
-		Settings: map[string]string{"fsync": "off", "shared_buffers": "16MB", "max_connections": "200"}})
+		Settings: map[string]string{"fsync": "off", "shared_buffers": "16MB", "max_connections": "200"}}
+	return s.Resume(ctx)
+}
+
+// Pause stops the server (a clean, fast shutdown) and keeps its data: clients see
+// the catalog go away until Resume.
+func (s *Server) Pause(ctx context.Context) error {
+	if s.inst == nil {
+		return nil
+	}
+	err := s.inst.Stop(ctx)
+	s.inst = nil
+	return err
+}
+
+// Resume starts the server again on its data after Pause.
+func (s *Server) Resume(ctx context.Context) error {
+	inst, err := s.p.Start(ctx, s.spec)
 	if err != nil {
 		return fmt.Errorf("start catalog test server: %w", err)
 	}
@@ -92,12 +112,9 @@ func (s *Server) NewDatabase(ctx context.Context) (string, error) {
 
 // Stop stops the server and removes its directory.
 func (s *Server) Stop() error {
-	var err error
-	if s.inst != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		err = s.inst.Stop(ctx)
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := s.Pause(ctx)
 	if rerr := os.RemoveAll(s.dir); err == nil {
 		err = rerr
 	}
