@@ -1,6 +1,10 @@
 package branches
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+)
 
 // Sentinel errors. Callers test them with errors.Is.
 var (
@@ -17,6 +21,10 @@ var (
 	ErrClosed = errors.New("shutting down")
 	// ErrInvalid: a request that can never succeed (bad name, unknown option value).
 	ErrInvalid = errors.New("invalid request")
+	// ErrCatalogUnavailable: the catalog cannot be reached (a Postgres catalog down
+	// or restarting), so the branch cannot be created, woken or changed; running
+	// branches keep serving. It is catalog.ErrUnavailable.
+	ErrCatalogUnavailable = catalog.ErrUnavailable
 )
 
 // Resource errors.

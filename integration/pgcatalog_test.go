@@ -113,3 +113,52 @@ func checkCatalogBackend(t testing.TB, state string) {
 		t.Errorf("%s has a SQLite catalog on a Postgres-catalog run", state)
 	}
 }
+
+// TestCatalogOutage: with its Postgres catalog down, a server keeps serving the
+// branches that are running, to sessions already open and to new ones, and
+// refuses a new branch with 57P03 "catalog unavailable"; once the catalog is back
+// the same server creates it.
+func TestCatalogOutage(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cat, err := catalogtest.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cat.Stop(); err != nil {
+			t.Errorf("stop the catalog server: %v", err)
+		}
+	})
+	url, err := cat.NewDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Registered after the catalog's cleanup, so it runs first: serve stops while
+	// its catalog is up.
+	s := startServer(t, newStateDir(t), "--catalog", url)
+	s.seedSQL("app", lifecycleSQL)
+	open := s.connect(t, "app@up")
+
+	if err := cat.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var v string
+	if err := open.QueryRow(ctx, "SELECT v FROM t WHERE id = 1").Scan(&v); err != nil || v != "seed" {
+		t.Fatalf("the open session during the outage: %q %v", v, err)
+	}
+	if out, err := s.psql(t, "app@up", "SELECT count(*) FROM t"); err != nil || out != "1000" {
+		t.Fatalf("a new session on the running branch during the outage: %q %v\n%s", out, err, s.logs())
+	}
+	_, err = s.connectErr("app@new")
+	if code := pgCode(err); code != "57P03" || !strings.Contains(err.Error(), "catalog unavailable") {
+		t.Fatalf("a new branch during the outage: %v (SQLSTATE %q), want 57P03 catalog unavailable\n%s", err, code, s.logs())
+	}
+
+	if err := cat.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := s.psql(t, "app@new", "SELECT count(*) FROM t"); err != nil || out != "1000" {
+		t.Fatalf("the new branch after the outage: %q %v\n%s", out, err, s.logs())
+	}
+}

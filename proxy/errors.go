@@ -80,6 +80,9 @@ func classify(err error) clientError {
 		return clientError{code: codeDiskFull, message: "the disk that holds the branches is full", hint: "reset or destroy branches that filled it"}
 	case errors.Is(err, branches.ErrTooMany):
 		return clientError{code: codeTooMany, message: "too many branches are running and all of them have sessions", hint: "try again when a session ends, or raise --max-running"}
+	case errors.Is(err, branches.ErrCatalogUnavailable):
+		return clientError{code: codeCannotConnectNow, message: "catalog unavailable",
+			hint: "branches already running still serve; creating or waking one works again when the catalog is back"}
 	case errors.Is(err, branches.ErrNotReady):
 		return clientError{code: codeCannotConnectNow, message: "the branch is still starting up", hint: "try again in a moment"}
 	case errors.Is(err, branches.ErrNotFound):

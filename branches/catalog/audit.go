@@ -18,8 +18,9 @@ type AuditEntry struct {
 }
 
 // AppendAudit adds an entry to the audit log.
-func (c *Catalog) AppendAudit(ctx context.Context, e AuditEntry) error {
-	_, err := c.exec(ctx,
+func (c *Catalog) AppendAudit(ctx context.Context, e AuditEntry) (err error) {
+	defer c.check(&err)
+	_, err = c.exec(ctx,
 		`INSERT INTO audit (at, actor, action, target, result, remote) VALUES (?, ?, ?, ?, ?, ?)`,
 		unixNano(e.At), e.Actor, e.Action, e.Target, e.Result, e.Remote)
 	if err != nil {
@@ -29,7 +30,8 @@ func (c *Catalog) AppendAudit(ctx context.Context, e AuditEntry) error {
 }
 
 // Audit returns the entries at or after since (the zero time: all), oldest first.
-func (c *Catalog) Audit(ctx context.Context, since time.Time) ([]AuditEntry, error) {
+func (c *Catalog) Audit(ctx context.Context, since time.Time) (_ []AuditEntry, err error) {
+	defer c.check(&err)
 	rows, err := c.query(ctx,
 		`SELECT id, at, actor, action, target, result, remote FROM audit WHERE at >= ? ORDER BY at, id`,
 		unixNano(since))

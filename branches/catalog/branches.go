@@ -66,9 +66,10 @@ func scanBranch(sc interface{ Scan(...any) error }) (Branch, error) {
 
 // InsertBranch records a new branch (normally in state Creating) and returns its ID.
 // It fails with ErrExists if the source already has a branch of that name.
-func (c *Catalog) InsertBranch(ctx context.Context, b Branch, reason string) (int64, error) {
+func (c *Catalog) InsertBranch(ctx context.Context, b Branch, reason string) (_ int64, err error) {
+	defer c.check(&err)
 	var id int64
-	err := c.tx(ctx, func(tx sqlTx) error {
+	err = c.tx(ctx, func(tx sqlTx) error {
 		err := tx.queryRow(ctx, `INSERT INTO branches (source, name, seed_id, parent, layers, state, cow_mode, pid,
 			ttl_ns, ephemeral, quota, roles, owned_bytes, create_ms, error, created_at, last_used_at, state_at, databases, pooled)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
@@ -88,7 +89,8 @@ func (c *Catalog) InsertBranch(ctx context.Context, b Branch, reason string) (in
 
 // UpdateBranch writes every mutable field of b and, when its state differs from the
 // stored one, appends a transition with reason.
-func (c *Catalog) UpdateBranch(ctx context.Context, b Branch, reason string) error {
+func (c *Catalog) UpdateBranch(ctx context.Context, b Branch, reason string) (err error) {
+	defer c.check(&err)
 	return c.tx(ctx, func(tx sqlTx) error {
 		// The row stays locked until commit, so the transition logged is from the
 		// state this update replaced (Postgres; SQLite has one writer).
@@ -108,7 +110,8 @@ func (c *Catalog) UpdateBranch(ctx context.Context, b Branch, reason string) err
 }
 
 // DeleteBranch removes a branch row and logs its end.
-func (c *Catalog) DeleteBranch(ctx context.Context, b Branch, reason string) error {
+func (c *Catalog) DeleteBranch(ctx context.Context, b Branch, reason string) (err error) {
+	defer c.check(&err)
 	return c.tx(ctx, func(tx sqlTx) error {
 		res, err := tx.exec(ctx, `DELETE FROM branches WHERE id = ?`, b.ID)
 		if err != nil {
@@ -122,7 +125,8 @@ func (c *Catalog) DeleteBranch(ctx context.Context, b Branch, reason string) err
 }
 
 // Branches lists every branch, by source and name.
-func (c *Catalog) Branches(ctx context.Context) ([]Branch, error) {
+func (c *Catalog) Branches(ctx context.Context) (_ []Branch, err error) {
+	defer c.check(&err)
 	rows, err := c.query(ctx, `SELECT `+branchCols+` FROM branches ORDER BY source, name`)
 	if err != nil {
 		return nil, err
@@ -149,7 +153,8 @@ type Transition struct {
 }
 
 // Transitions returns the log for one branch name of a source, oldest first.
-func (c *Catalog) Transitions(ctx context.Context, source, branch string) ([]Transition, error) {
+func (c *Catalog) Transitions(ctx context.Context, source, branch string) (_ []Transition, err error) {
+	defer c.check(&err)
 	rows, err := c.query(ctx, `SELECT at, source, branch, from_state, to_state, reason FROM transitions
 		WHERE source = ? AND branch = ? ORDER BY id`, source, branch)
 	if err != nil {
@@ -176,7 +181,8 @@ func logTransition(ctx context.Context, tx sqlTx, b Branch, from, to State, reas
 }
 
 // Touch records when each branch was last used, without logging a transition.
-func (c *Catalog) Touch(ctx context.Context, lastUsed map[int64]time.Time) error {
+func (c *Catalog) Touch(ctx context.Context, lastUsed map[int64]time.Time) (err error) {
+	defer c.check(&err)
 	return c.tx(ctx, func(tx sqlTx) error {
 		for id, t := range lastUsed {
 			if _, err := tx.exec(ctx, `UPDATE branches SET last_used_at = ? WHERE id = ?`, unixNano(t), id); err != nil {

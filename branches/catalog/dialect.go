@@ -21,6 +21,8 @@ type dialect interface {
 	forUpdate() string
 	// isUnique reports whether err is a unique or primary key violation.
 	isUnique(err error) bool
+	// unavailable reports whether err says the database could not be reached.
+	unavailable(err error) bool
 	// lockSchema serializes schema creation between processes opening the catalog at once.
 	lockSchema(ctx context.Context, tx *sql.Tx) error
 	// lockSeeds serializes the numbering of a source's seed generations.

@@ -10,3 +10,8 @@ var ErrExists = errors.New("already exists")
 
 // ErrNotEmpty is returned by Copy when the destination catalog already has rows.
 var ErrNotEmpty = errors.New("catalog is not empty")
+
+// ErrUnavailable is returned (wrapped) when the catalog cannot be reached: a
+// Postgres catalog that is down, restarting or unreachable. The call may succeed
+// once it is back.
+var ErrUnavailable = errors.New("catalog unavailable")

@@ -2,6 +2,7 @@ package catalog_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -9,7 +10,8 @@ import (
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog/catalogtest"
 )
 
-// A Postgres catalog that goes away fails the writes made meanwhile, and serves
+// A Postgres catalog that goes away fails the calls made meanwhile with
+// ErrUnavailable (not with an error that looks like a bug), and serves
 // again, on the same *Catalog, once it is back: dead pooled connections are
 // dropped, not reused.
 func TestPostgresOutage(t *testing.T) {
@@ -45,11 +47,18 @@ func TestPostgresOutage(t *testing.T) {
 	if err := srv.Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := insert("during"); err == nil {
-		t.Fatal("an insert into a stopped catalog succeeded")
-	}
-	if _, err := c.Branches(ctx); err == nil {
-		t.Fatal("a read of a stopped catalog succeeded")
+	// Every kind of call: a transaction, a query, a statement; each fails with
+	// ErrUnavailable, whether it meets a dead pooled connection or a refused dial.
+	for i := range 4 {
+		if err := insert("during"); !errors.Is(err, catalog.ErrUnavailable) {
+			t.Fatalf("insert %d into a stopped catalog = %v, want ErrUnavailable", i, err)
+		}
+		if _, err := c.Branches(ctx); !errors.Is(err, catalog.ErrUnavailable) {
+			t.Fatalf("read %d of a stopped catalog = %v, want ErrUnavailable", i, err)
+		}
+		if err := c.AddSource(ctx, catalog.Source{Name: "s", Kind: "empty"}); !errors.Is(err, catalog.ErrUnavailable) {
+			t.Fatalf("AddSource %d in a stopped catalog = %v, want ErrUnavailable", i, err)
+		}
 	}
 	if err := srv.Resume(ctx); err != nil {
 		t.Fatal(err)

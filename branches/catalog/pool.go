@@ -18,7 +18,8 @@ type Claim struct {
 // ClaimBranch gives the pooled branch id its name and the options of the connection
 // that claimed it, in one transaction. It fails with ErrNotFound if the branch is
 // not (or no longer) pooled, and with ErrExists if the name is taken.
-func (c *Catalog) ClaimBranch(ctx context.Context, id int64, cl Claim, reason string) error {
+func (c *Catalog) ClaimBranch(ctx context.Context, id int64, cl Claim, reason string) (err error) {
+	defer c.check(&err)
 	return c.tx(ctx, func(tx sqlTx) error {
 		// Two claims of one member: on Postgres the second waits for the row lock,
 		// then finds it no longer pooled (ErrNotFound); SQLite has one writer.
@@ -45,7 +46,8 @@ func (c *Catalog) ClaimBranch(ctx context.Context, id int64, cl Claim, reason st
 
 // SetSourceWarm sets how many pooled branches the source keeps; -1 means the
 // server's default.
-func (c *Catalog) SetSourceWarm(ctx context.Context, name string, warm int) error {
+func (c *Catalog) SetSourceWarm(ctx context.Context, name string, warm int) (err error) {
+	defer c.check(&err)
 	res, err := c.exec(ctx, `UPDATE sources SET warm = ? WHERE name = ?`, warm, name)
 	if err != nil {
 		return err

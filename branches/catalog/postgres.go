@@ -3,8 +3,11 @@ package catalog
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"time"
 
@@ -54,6 +57,24 @@ func (postgresDialect) snapshot() *sql.TxOptions {
 func (postgresDialect) isUnique(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "23505" // unique_violation
+}
+
+// unavailable: the server could not be reached or went away (connect errors,
+// broken connections, SQLSTATE class 08, shutdown and cannot-connect-now codes,
+// too many connections). An error the server returned for a statement is not.
+func (postgresDialect) unavailable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "57P01", "57P02", "57P03", "53300":
+			return true
+		}
+		return strings.HasPrefix(pe.Code, "08")
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || pgconn.SafeToRetry(err)
 }
 
 func (postgresDialect) lockSchema(ctx context.Context, tx *sql.Tx) error {

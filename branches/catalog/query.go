@@ -3,6 +3,8 @@ package catalog
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 )
 
 // Every statement in this package is written once, with ? placeholders, and
@@ -50,4 +52,12 @@ func (c *Catalog) tx(ctx context.Context, fn func(sqlTx) error) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// check marks *err as ErrUnavailable when the backend says the database could not
+// be reached; every exported method defers it.
+func (c *Catalog) check(err *error) {
+	if *err != nil && !errors.Is(*err, ErrUnavailable) && c.d.unavailable(*err) {
+		*err = fmt.Errorf("%w: %w", ErrUnavailable, *err)
+	}
 }

@@ -42,8 +42,9 @@ type Seed struct {
 }
 
 // AddSource records a new source. It fails with ErrExists if the name is taken.
-func (c *Catalog) AddSource(ctx context.Context, s Source) error {
-	_, err := c.exec(ctx,
+func (c *Catalog) AddSource(ctx context.Context, s Source) (err error) {
+	defer c.check(&err)
+	_, err = c.exec(ctx,
 		`INSERT INTO sources (name, kind, spec, default_database, options, created_at, warm) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		s.Name, s.Kind, s.Spec, s.DefaultDatabase, s.Options, unixNano(s.CreatedAt), s.Warm)
 	if c.d.isUnique(err) {
@@ -53,7 +54,8 @@ func (c *Catalog) AddSource(ctx context.Context, s Source) error {
 }
 
 // Sources lists every source, by name.
-func (c *Catalog) Sources(ctx context.Context) ([]Source, error) {
+func (c *Catalog) Sources(ctx context.Context) (_ []Source, err error) {
+	defer c.check(&err)
 	rows, err := c.query(ctx, `SELECT name, kind, spec, default_database, options, created_at, warm FROM sources ORDER BY name`)
 	if err != nil {
 		return nil, err
@@ -73,7 +75,8 @@ func (c *Catalog) Sources(ctx context.Context) ([]Source, error) {
 }
 
 // DeleteSource removes a source and its seed rows. Branches must be gone first.
-func (c *Catalog) DeleteSource(ctx context.Context, name string) error {
+func (c *Catalog) DeleteSource(ctx context.Context, name string) (err error) {
+	defer c.check(&err)
 	return c.tx(ctx, func(tx sqlTx) error {
 		res, err := tx.exec(ctx, `DELETE FROM sources WHERE name = ?`, name)
 		if err != nil {
@@ -89,8 +92,9 @@ func (c *Catalog) DeleteSource(ctx context.Context, name string) error {
 
 // AddSeed records a seed generation in state SeedBuilding and returns it with its ID
 // and the next generation number of its source.
-func (c *Catalog) AddSeed(ctx context.Context, s Seed) (Seed, error) {
-	err := c.tx(ctx, func(tx sqlTx) error {
+func (c *Catalog) AddSeed(ctx context.Context, s Seed) (_ Seed, err error) {
+	defer c.check(&err)
+	err = c.tx(ctx, func(tx sqlTx) error {
 		// Two seeds of one source at once would read the same MAX (Postgres;
 		// SQLite has one writer).
 		if err := c.d.lockSeeds(ctx, tx.tx, s.Source); err != nil {
@@ -108,21 +112,24 @@ func (c *Catalog) AddSeed(ctx context.Context, s Seed) (Seed, error) {
 }
 
 // UpdateSeed writes a seed's mutable fields (state, dir, version, databases, superuser, ready time).
-func (c *Catalog) UpdateSeed(ctx context.Context, s Seed) error {
-	_, err := c.exec(ctx,
+func (c *Catalog) UpdateSeed(ctx context.Context, s Seed) (err error) {
+	defer c.check(&err)
+	_, err = c.exec(ctx,
 		`UPDATE seeds SET state = ?, dir = ?, pg_version = ?, databases = ?, superuser = ?, roles = ?, ready_at = ? WHERE id = ?`,
 		s.State, s.Dir, s.PGVersion, joinList(s.Databases), s.Superuser, s.Roles, unixNano(s.ReadyAt), s.ID)
 	return err
 }
 
 // DeleteSeed removes one seed row.
-func (c *Catalog) DeleteSeed(ctx context.Context, id int64) error {
-	_, err := c.exec(ctx, `DELETE FROM seeds WHERE id = ?`, id)
+func (c *Catalog) DeleteSeed(ctx context.Context, id int64) (err error) {
+	defer c.check(&err)
+	_, err = c.exec(ctx, `DELETE FROM seeds WHERE id = ?`, id)
 	return err
 }
 
 // Seeds lists every seed, oldest first.
-func (c *Catalog) Seeds(ctx context.Context) ([]Seed, error) {
+func (c *Catalog) Seeds(ctx context.Context) (_ []Seed, err error) {
+	defer c.check(&err)
 	rows, err := c.query(ctx,
 		`SELECT id, source, generation, state, dir, pg_version, databases, superuser, roles, created_at, ready_at FROM seeds ORDER BY id`)
 	if err != nil {

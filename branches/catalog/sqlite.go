@@ -49,6 +49,9 @@ func (sqliteDialect) isUnique(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
 }
 
+// A file in the state directory does not go away the way a server does.
+func (sqliteDialect) unavailable(error) bool { return false }
+
 // The single connection (openSQLite) already serializes every transaction.
 func (sqliteDialect) lockSchema(context.Context, *sql.Tx) error        { return nil }
 func (sqliteDialect) lockSeeds(context.Context, *sql.Tx, string) error { return nil }

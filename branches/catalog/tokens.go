@@ -17,8 +17,9 @@ type Token struct {
 }
 
 // AddToken records a new token. It fails with ErrExists if the name is taken.
-func (c *Catalog) AddToken(ctx context.Context, t Token) error {
-	_, err := c.exec(ctx,
+func (c *Catalog) AddToken(ctx context.Context, t Token) (err error) {
+	defer c.check(&err)
+	_, err = c.exec(ctx,
 		`INSERT INTO tokens (name, role, prefix, hash, created_at) VALUES (?, ?, ?, ?, ?)`,
 		t.Name, t.Role, t.Prefix, t.Hash, unixNano(t.CreatedAt))
 	if c.d.isUnique(err) {
@@ -31,7 +32,8 @@ func (c *Catalog) AddToken(ctx context.Context, t Token) error {
 }
 
 // Tokens lists every token, by name, hashes included.
-func (c *Catalog) Tokens(ctx context.Context) ([]Token, error) {
+func (c *Catalog) Tokens(ctx context.Context) (_ []Token, err error) {
+	defer c.check(&err)
 	rows, err := c.query(ctx, `SELECT name, role, prefix, hash, created_at FROM tokens ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list tokens: %w", err)
@@ -51,7 +53,8 @@ func (c *Catalog) Tokens(ctx context.Context) ([]Token, error) {
 }
 
 // RemoveToken deletes a token; it fails with ErrNotFound if there is none of that name.
-func (c *Catalog) RemoveToken(ctx context.Context, name string) error {
+func (c *Catalog) RemoveToken(ctx context.Context, name string) (err error) {
+	defer c.check(&err)
 	res, err := c.exec(ctx, `DELETE FROM tokens WHERE name = ?`, name)
 	if err != nil {
 		return fmt.Errorf("remove token %q: %w", name, err)
