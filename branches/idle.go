@@ -40,14 +40,17 @@ func (l *Lease) TakeIdle(key string) io.Closer {
 	return p.c
 }
 
-// ReleaseIdle ends the session, like Release, and parks c under key on the branch
-// when the branch keeps running and has room; otherwise c is closed.
-func (l *Lease) ReleaseIdle(key string, c io.Closer) {
+// Park parks c, the reset and idle server session of the lease's session, under key
+// on the branch, when the branch keeps running on the server the lease was given and
+// has room; otherwise c is closed. It is called after Release: the session ended
+// when the client left, so operations waiting for the branch's sessions to end do
+// not wait for the reset that comes before Park.
+func (l *Lease) Park(key string, c io.Closer) {
 	m := l.m
 	m.mu.Lock()
 	b := l.b
-	keep := !m.closed && m.cfg.MaxIdleServers > 0 && b.inst != nil && b.op == nil && !b.overQuota &&
-		!(b.rec.Ephemeral && b.sessions == 1)
+	keep := !m.closed && m.cfg.MaxIdleServers > 0 && b.inst != nil && b.inst == l.use.inst && b.op == nil &&
+		!b.overQuota && !(b.rec.Ephemeral && b.sessions == 0)
 	var evicted io.Closer
 	if keep {
 		if b.idleCount >= m.cfg.MaxIdleServers {
@@ -62,7 +65,6 @@ func (l *Lease) ReleaseIdle(key string, c io.Closer) {
 	if evicted != nil {
 		evicted.Close()
 	}
-	l.Release()
 }
 
 // addIdleLocked parks c under key. m.mu is held.

@@ -60,7 +60,7 @@ type Config struct {
 	// fork that would need more flattens (fork.go). Default 32.
 	MaxLayers int
 	// MaxIdleServers caps the idle server sessions parked on one branch for reuse
-	// (see Lease.ReleaseIdle); 0 parks none.
+	// (see Lease.Park); 0 parks none.
 	MaxIdleServers int
 	// ServerIdleTimeout closes server sessions parked longer than this (default 60s).
 	ServerIdleTimeout time.Duration

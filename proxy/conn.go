@@ -177,8 +177,11 @@ func (s *Server) relaySession(conn, raw net.Conn, sc *serverConn, log *zap.Logge
 }
 
 // endSession ends the client's session: an idle server session is reset and parked
-// on the branch for the next client with its startup key; any other is closed.
+// on the branch for the next client with its startup key; any other is closed. The
+// lease is released first: the client has left, and whoever waits for the branch's
+// sessions to end (stop, reset, destroy) must not wait for the reset.
 func (s *Server) endSession(lease Lease, sc *serverConn, keep bool, appName string, log *zap.Logger) {
+	lease.Release()
 	if keep {
 		if err := sc.reset(appName, s.cfg.CancelTimeout); err != nil {
 			if ce := log.Check(zap.DebugLevel, "server session not reused"); ce != nil {
@@ -189,11 +192,10 @@ func (s *Server) endSession(lease Lease, sc *serverConn, keep bool, appName stri
 	}
 	if !keep {
 		sc.Close()
-		lease.Release()
 		return
 	}
 	sc.parked = time.Now()
-	lease.ReleaseIdle(sc.key, sc)
+	lease.Park(sc.key, sc)
 }
 
 // plainTCP returns the client's TCP connection when the session runs over it

@@ -237,10 +237,22 @@ type fakeBranches struct {
 	mu     sync.Mutex
 	leases []*fakeLease
 	idle   map[string][]io.Closer // parked server sessions by startup key, as the engine keeps them
-	parks  atomic.Int32           // ReleaseIdle calls
+	parks  atomic.Int32           // Park calls
 }
 
 // parked returns how many server sessions are parked.
+// waitParks waits until Park has been called n times in all.
+func (b *fakeBranches) waitParks(t *testing.T, n int32) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for b.parks.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d server sessions parked", b.parks.Load(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func (b *fakeBranches) parked() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -321,7 +333,10 @@ func (l *fakeLease) TakeIdle(key string) io.Closer {
 	return c
 }
 
-func (l *fakeLease) ReleaseIdle(key string, c io.Closer) {
+func (l *fakeLease) Park(key string, c io.Closer) {
+	if l.releases.Load() == 0 {
+		panic("Park before Release")
+	}
 	l.b.mu.Lock()
 	if l.b.idle == nil {
 		l.b.idle = map[string][]io.Closer{}
@@ -329,7 +344,6 @@ func (l *fakeLease) ReleaseIdle(key string, c io.Closer) {
 	l.b.idle[key] = append(l.b.idle[key], c)
 	l.b.mu.Unlock()
 	l.b.parks.Add(1)
-	l.Release()
 }
 
 // waitReleased waits for the lease's first Release.

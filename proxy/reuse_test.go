@@ -61,8 +61,9 @@ func TestReuseIdleServerSession(t *testing.T) {
 		pid, secret := first.PID(), append([]byte(nil), first.SecretKey()...)
 		closeConn(t, first)
 		fb.lease(t, 0).waitReleased(t)
+		fb.waitParks(t, 1)
 		if fb.parks.Load() != 1 || fb.parked() != 1 {
-			t.Fatalf("parked %d (ReleaseIdle %d), want the idle server session parked", fb.parked(), fb.parks.Load())
+			t.Fatalf("parked %d (Park %d), want the idle server session parked", fb.parked(), fb.parks.Load())
 		}
 		// The fake server reports no application_name at start-up, so the reset
 		// sets the leaving client's, in the same round trip.
@@ -95,6 +96,7 @@ func TestReuseIdleServerSession(t *testing.T) {
 		noneYet(t, fs.cancels, "cancel with a key of an ended session")
 		closeConn(t, second)
 		fb.lease(t, 1).waitReleased(t)
+		fb.waitParks(t, 2)
 		queriesSeen(fs)
 
 		// A client with the application_name the session was parked with needs no SET.

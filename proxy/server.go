@@ -24,15 +24,15 @@ type Lease interface {
 	// Dial connects to the branch's server.
 	Dial(ctx context.Context) (net.Conn, error)
 	// TakeIdle returns an idle server session parked on the branch with the given
-	// startup key (one that ReleaseIdle parked, or that the engine opened ahead with
+	// startup key (one that Park parked, or that the engine opened ahead with
 	// OpenIdle), or nil.
 	TakeIdle(key string) io.Closer
-	// Release ends the session; Release or ReleaseIdle is called exactly once.
+	// Release ends the session; it is called exactly once.
 	Release()
-	// ReleaseIdle ends the session and parks its reset, idle server session on the
-	// branch for the next client with the same key; the branch closes it instead when
-	// it will not keep it.
-	ReleaseIdle(key string, c io.Closer)
+	// Park, called at most once and after Release, parks the session's reset, idle
+	// server session on the branch for the next client with the same key; the
+	// branch closes it instead when it will not keep it.
+	Park(key string, c io.Closer)
 }
 
 // Branches finds or creates the branch a route names and leases it for one session,
