@@ -36,6 +36,16 @@ func mustWrite(t *testing.T, s *server, branch, v string) {
 	if out, err := s.psql(t, "app@"+branch, "UPDATE t SET v = '"+v+"' WHERE id = 1"); err != nil {
 		t.Fatalf("write app@%s: %v %s\n%s", branch, err, out, s.logs())
 	}
+	// psql has exited; the proxy ends the session when it reads the Terminate. Wait
+	// for that, so that an operation that refuses a branch with sessions can follow.
+	eventually(t, 10*time.Second, "app@"+branch+" without sessions", func() bool {
+		for _, b := range branchList(t, s) {
+			if b.Name == branch {
+				return b.Sessions == 0
+			}
+		}
+		return true
+	})
 }
 
 // branchList is branch ls --json as a list, to see duplicates.
