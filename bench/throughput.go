@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -60,16 +61,23 @@ func throughput(ctx context.Context, e *env, px *proxyServer, d *dataset, rep *r
 		{metric: "select_only_c8_tps", w: workload{Clients: 8, SelectOnly: true}, paths: all},
 		{metric: "connect_per_txn_tps", w: workload{Clients: 1, SelectOnly: true, ConnectPerTxn: true},
 			paths: []path{p["direct_tcp"], p["pgbouncer"], p["proxy"]}},
-		{metric: "tpcb_c4_tps", w: workload{Clients: 4}, paths: []path{p["direct_unix"], p["branch_unix"]}},
+		{metric: "tpcb_c4_tps", w: workload{Clients: 4}, paths: []path{p["direct_unix"], p["branch_unix"], p["direct_tcp"], p["proxy"]}},
 	}
 	for _, g := range groups {
 		g.tps = make([][]float64, len(g.paths))
 	}
 
+	// CPU the proxy process spends per transaction, by workload.
+	cpuPerTxn := map[string][]float64{}
 	run := func(g *tpsGroup, pa path, seconds int) (float64, error) {
 		w := g.w
 		w.Conn, w.Seconds = pa.conn, seconds
-		return runPgbench(ctx, e, w)
+		before, cerr := cpuSeconds(px.proc.cmd.Process.Pid)
+		tps, err := runPgbench(ctx, e, w)
+		if after, cerr2 := cpuSeconds(px.proc.cmd.Process.Pid); err == nil && cerr == nil && cerr2 == nil && pa.name == "proxy" && tps > 0 {
+			cpuPerTxn[g.metric] = append(cpuPerTxn[g.metric], (after-before)*1e6/(tps*float64(seconds)))
+		}
+		return tps, err
 	}
 	start := time.Now()
 	for _, g := range groups {
@@ -102,6 +110,13 @@ func throughput(ctx context.Context, e *env, px *proxyServer, d *dataset, rep *r
 		}
 		return n
 	}
+	for _, g := range groups {
+		if xs := cpuPerTxn[g.metric]; len(xs) > cfg.rounds {
+			// The first is the warm-up's.
+			rep.series(strings.TrimSuffix(g.metric, "_tps")+"_proxy_cpu_us_per_txn", "us", xs[1:],
+				"CPU time (user+system) of the proxy process per transaction, "+note(g))
+		}
+	}
 	series := map[string][]float64{}
 	for _, g := range groups {
 		for i, pa := range g.paths {
@@ -121,6 +136,7 @@ func throughput(ctx context.Context, e *env, px *proxyServer, d *dataset, rep *r
 	ratio("connect_per_txn_ratio/proxy_vs_direct_tcp", "connect_per_txn_tps/proxy", "connect_per_txn_tps/direct_tcp", "paired by round")
 	ratio("branch_select_only_ratio/plain", "select_only_c1_tps/branch_unix", "select_only_c1_tps/direct_unix", "branch vs plain cluster, both unix socket, c1, paired")
 	ratio("branch_select_only_ratio/plain_c8", "select_only_c8_tps/branch_unix", "select_only_c8_tps/direct_unix", "branch vs plain cluster, both unix socket, c8, paired")
+	ratio("tpcb_c4_ratio/proxy_vs_direct_tcp", "tpcb_c4_tps/proxy", "tpcb_c4_tps/direct_tcp", "paired by round")
 	ratio("branch_tpcb_ratio/plain", "tpcb_c4_tps/branch_unix", "tpcb_c4_tps/direct_unix", "branch vs plain cluster, both unix socket, c4, paired")
 	return nil
 }

@@ -122,6 +122,10 @@ func startServer(t testing.TB, state string, extra ...string) *server {
 	if !slices.Contains(extra, "--auth") {
 		s.args = append(s.args, "--auth", "trust")
 	}
+	if r := os.Getenv("INTEGRATION_RELAY"); r != "" && !slices.Contains(extra, "--relay") {
+		// INTEGRATION_RELAY=kernel runs every test's sessions on that relay.
+		s.args = append(s.args, "--relay", r)
+	}
 	s.args = append(s.args, runtimeArgs(extra)...)
 	s.args = append(s.args, catalogArgs(t, state, extra)...)
 	s.start()

@@ -143,6 +143,11 @@ func (s *Server) serverSession(ctx context.Context, lease Lease, params map[stri
 // relaySession relays the logged-in session until either side ends it. It reports
 // whether the server session was left idle and can be reset and reused.
 func (s *Server) relaySession(conn, raw net.Conn, sc *serverConn, log *zap.Logger) (keep bool) {
+	keep, handled, done := s.relayInKernel(conn, sc, log)
+	defer done()
+	if handled {
+		return keep
+	}
 	var track *sessionTrack
 	if s.cfg.Reuse {
 		track = &sessionTrack{}

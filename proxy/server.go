@@ -83,8 +83,19 @@ type Config struct {
 	// backend (PgBouncer's session pooling).
 	Reuse bool
 	// GoroutineRelay relays every session with two goroutines instead of handing
-	// plaintext sessions to the epoll pumps (for comparison and debugging).
+	// plaintext sessions to the epoll pumps (for comparison and debugging); the
+	// same as Relay RelayGoroutine.
 	GoroutineRelay bool
+	// Relay is how plaintext sessions are relayed after login: RelayAuto (the
+	// default), RelayKernel, RelayEpoll or RelayGoroutine.
+	Relay string
+	// KernelBacklog caps the bytes a direction of a kernel-relayed session may have
+	// in flight beyond what its receiver took; past it the direction pauses until
+	// they are taken, or moves to a pump (default 4 MiB).
+	KernelBacklog int
+	// KernelLoadFails makes the kernel relay's programs fail to load, as on a
+	// kernel without them (for tests of the fallback).
+	KernelLoadFails bool
 }
 
 // Stats are the proxy's connection counters.
@@ -107,8 +118,10 @@ type Server struct {
 	fakeSecret []byte
 	Stats      Stats
 
-	pumps    []*pump
-	nextPump atomic.Uint32
+	pumps      []*pump
+	nextPump   atomic.Uint32
+	kernel     *kernelRelay // nil: no kernel relay
+	relayStats *RelayStats
 
 	mu      sync.Mutex
 	conns   map[net.Conn]struct{}
@@ -161,6 +174,20 @@ func New(cfg Config, b Branches, log *zap.Logger) (*Server, error) {
 	case cfg.TLSMode != TLSAllow && cfg.TLSMode != TLSRequire:
 		return nil, fmt.Errorf("proxy: tls mode %q: want disable, allow or require", cfg.TLSMode)
 	}
+	if cfg.Relay == "" {
+		cfg.Relay = RelayAuto
+		if cfg.GoroutineRelay {
+			cfg.Relay = RelayGoroutine
+		}
+	}
+	switch cfg.Relay {
+	case RelayAuto, RelayKernel, RelayEpoll, RelayGoroutine:
+	default:
+		return nil, fmt.Errorf("proxy: relay %q: want auto, kernel, epoll or goroutine", cfg.Relay)
+	}
+	if cfg.KernelBacklog <= 0 {
+		cfg.KernelBacklog = 4 << 20
+	}
 	if cfg.TLS != nil {
 		cfg.TLS = cfg.TLS.Clone()
 		cfg.TLS.NextProtos = []string{alpnPostgres}
@@ -171,8 +198,11 @@ func New(cfg Config, b Branches, log *zap.Logger) (*Server, error) {
 	secret := make([]byte, 32)
 	rand.Read(secret)
 	s := &Server{cfg: cfg, branches: b, log: log, cancels: newCancels(), failures: newFailures(cfg.FailedLogins, time.Minute),
-		fakeSecret: secret, conns: map[net.Conn]struct{}{}}
-	if !cfg.GoroutineRelay {
+		fakeSecret: secret, conns: map[net.Conn]struct{}{}, relayStats: newRelayStats(cfg.Relay)}
+	if err := s.startKernelRelay(); err != nil {
+		return nil, err
+	}
+	if cfg.Relay != RelayGoroutine {
 		for range max(1, runtime.GOMAXPROCS(0)/2) {
 			p, err := newPump(runtime.GOMAXPROCS(0) > 1)
 			if err != nil {
@@ -281,8 +311,11 @@ func (s *Server) drain() <-chan struct{} {
 	return done
 }
 
-// closePumps ends the sessions the pumps carry, and their loops.
+// closePumps ends the sessions the relays carry, and their loops.
 func (s *Server) closePumps() {
+	if s.kernel != nil {
+		s.kernel.close()
+	}
 	for _, p := range s.pumps {
 		p.close()
 	}
@@ -292,3 +325,7 @@ func (s *Server) closePumps() {
 func (s *Server) pump() *pump {
 	return s.pumps[int(s.nextPump.Add(1))%len(s.pumps)]
 }
+
+// RelayStats tells which relay sessions use and why sessions fell back from the
+// kernel relay.
+func (s *Server) RelayStats() *RelayStats { return s.relayStats }

@@ -12,7 +12,7 @@ import (
 
 // newMetricsHandler serves the branch manager's and the proxy's metrics from a
 // registry of their own (no global registry).
-func newMetricsHandler(m *branches.Metrics, st *proxy.Stats) http.Handler {
+func newMetricsHandler(m *branches.Metrics, st *proxy.Stats, rs *proxy.RelayStats) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.Collectors()...)
 	reg.MustRegister(
@@ -31,5 +31,6 @@ func newMetricsHandler(m *branches.Metrics, st *proxy.Stats) http.Handler {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pgbranch_proxy_server_sessions_reused_total", Help: "Clients served by a parked server session, without a fork."},
 			func() float64 { return float64(st.ServersReused.Load()) }),
 	)
+	reg.MustRegister(relayCollector{rs})
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }

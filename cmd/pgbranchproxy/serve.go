@@ -60,6 +60,7 @@ type serveFlags struct {
 	adminToken     string
 	failedLogins   int
 	relay          string
+	relayFailLoad  bool
 	reuseFlags
 	runtime runtimeFlags
 }
@@ -91,7 +92,9 @@ func newServe(g *globalFlags) *cobra.Command {
 	fl.StringVar(&f.adminListen, "admin-listen", "", "also serve the admin API on this TCP address, to bearer tokens (--admin-token, token create)")
 	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token of role admin for --admin-listen, named bootstrap (or PGBRANCH_ADMIN_TOKEN; at least 16 characters)")
 	f.reuseFlags.register(fl)
-	fl.StringVar(&f.relay, "relay", "pump", "how plaintext sessions are relayed after login: pump (an epoll loop) or goroutine (two goroutines a session; TLS sessions always use these)")
+	fl.StringVar(&f.relay, "relay", proxy.RelayEpoll, "how plaintext sessions are relayed after login: epoll (an epoll loop, the default), auto (kernel where it loads, else epoll), kernel (BPF sockmap; refuse to start without it) or goroutine (two goroutines a session; TLS sessions always use these)")
+	fl.BoolVar(&f.relayFailLoad, "relay-simulate-load-failure", false, "act as if the kernel refused the kernel relay's programs (for tests)")
+	fl.MarkHidden("relay-simulate-load-failure")
 	fl.IntVar(&f.failedLogins, "max-failed-logins", 20, "failed logins per minute from one address before it is refused (negative: no limit)")
 	fl.StringVar(&f.pgBin, "pg-bin", "", "directory of the PostgreSQL server binaries (default: pg_config's, else /usr/lib/postgresql/<major>/bin)")
 	fl.StringVar(&f.pgUser, "pg-user", "postgres", "unprivileged OS user that runs branch servers")
@@ -155,8 +158,12 @@ func serve(g *globalFlags, f *serveFlags) error {
 	if err := f.reuseFlags.validate(); err != nil {
 		return err
 	}
-	if f.relay != "pump" && f.relay != "goroutine" {
-		return fmt.Errorf("--relay must be pump or goroutine, not %q", f.relay)
+	switch f.relay {
+	case "pump":
+		f.relay = proxy.RelayEpoll
+	case proxy.RelayAuto, proxy.RelayKernel, proxy.RelayEpoll, proxy.RelayGoroutine:
+	default:
+		return fmt.Errorf("--relay must be auto, kernel, epoll or goroutine, not %q", f.relay)
 	}
 	if f.adminToken != "" && len(f.adminToken) < 16 {
 		return errors.New("--admin-token (or PGBRANCH_ADMIN_TOKEN) must have at least 16 characters")
@@ -252,22 +259,23 @@ func serve(g *globalFlags, f *serveFlags) error {
 	}
 
 	px, err := proxy.New(proxy.Config{
-		DefaultBranch:  f.defaultBranch,
-		AcquireTimeout: f.startupTimeout,
-		Auth:           f.auth,
-		TLS:            tlsCfg,
-		TLSMode:        f.tlsMode,
-		MaxClientConns: f.maxClientConns,
-		WriteTimeout:   f.writeTimeout,
-		FailedLogins:   f.failedLogins,
-		GoroutineRelay: f.relay == "goroutine",
-		Reuse:          f.idleServers() > 0,
+		DefaultBranch:   f.defaultBranch,
+		AcquireTimeout:  f.startupTimeout,
+		Auth:            f.auth,
+		TLS:             tlsCfg,
+		TLSMode:         f.tlsMode,
+		MaxClientConns:  f.maxClientConns,
+		WriteTimeout:    f.writeTimeout,
+		FailedLogins:    f.failedLogins,
+		Relay:           f.relay,
+		KernelLoadFails: f.relayFailLoad,
+		Reuse:           f.idleServers() > 0,
 	}, branchesAdapter{mgr}, log.Named("proxy"))
 	if err != nil {
 		mgr.Close(context.Background())
 		return err
 	}
-	metricsHandler := newMetricsHandler(metrics, &px.Stats)
+	metricsHandler := newMetricsHandler(metrics, &px.Stats, px.RelayStats())
 	var metricsSrv *http.Server
 	if f.metricsListen != "" {
 		mln, err := net.Listen("tcp", f.metricsListen)

@@ -1,0 +1,316 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/proxy/sockmap"
+	"golang.org/x/sys/unix"
+)
+
+// A kernelRelay carries plaintext sessions in the kernel: after login both of a
+// session's sockets go into BPF socket maps whose programs move the bytes, and the
+// proxy only watches. One loop, parked in Go's poller, watches every spliced
+// session: hang-ups with epoll (only EPOLLRDHUP, EPOLLHUP and EPOLLERR: EPOLLIN
+// would fire on every packet), and every tick the sessions' slots (a memory map,
+// no system call) and, for sessions that moved bytes, their sockets' queues, to
+// keep each direction's backlog under a cap and to cut off clients that stop
+// reading. What needs doing is handed to the session's own goroutine.
+//
+// Safe for concurrent use.
+type kernelRelay struct {
+	sm      *sockmap.Relay
+	backlog uint64        // bytes a direction may have redirected beyond what its receiver took
+	tick    time.Duration // how often the loop looks at the slots
+	epfd    int
+	wake    int
+	injLn   *net.TCPListener // injector connections (see sockmap.Inject)
+	injMu   sync.Mutex       // one dial and accept at a time
+
+	mu       sync.Mutex
+	byFD     map[int32]*ksession
+	sessions map[*ksession]struct{}
+	stop     bool
+	wg       sync.WaitGroup // sessions
+	done     chan struct{}
+}
+
+// Events the loop hands to a session's goroutine.
+const (
+	evClientHup = 1 << iota
+	evServerHup
+	evHeld    // a direction hands bytes to the proxy: forward them
+	evStalled // the client has not read for the write timeout
+	evStop    // the proxy shuts down
+)
+
+// errKernelRelayStopped: the relay is shutting down and takes no sessions.
+var errKernelRelayStopped = errors.New("kernel relay stopped")
+
+func newKernelRelay(maxSessions int, backlog uint64) (*kernelRelay, error) {
+	sm, err := sockmap.Load(maxSessions)
+	if err != nil {
+		return nil, err
+	}
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		sm.Close()
+		return nil, fmt.Errorf("epoll: %w", err)
+	}
+	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err == nil {
+		err = unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wake, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wake)})
+	}
+	if err != nil {
+		sm.Close()
+		unix.Close(epfd)
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		sm.Close()
+		unix.Close(epfd)
+		unix.Close(wake)
+		return nil, fmt.Errorf("injector listener: %w", err)
+	}
+	k := &kernelRelay{sm: sm, backlog: backlog, tick: 20 * time.Millisecond, epfd: epfd, wake: wake, injLn: ln,
+		byFD: map[int32]*ksession{}, sessions: map[*ksession]struct{}{}, done: make(chan struct{})}
+	go k.run()
+	return k, nil
+}
+
+// register adds a session to the loop; false once the relay is stopping.
+func (k *kernelRelay) register(ks *ksession) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.stop {
+		return false
+	}
+	k.byFD[int32(ks.cfd)], k.byFD[int32(ks.sfd)] = ks, ks
+	k.sessions[ks] = struct{}{}
+	k.wg.Add(1)
+	return true
+}
+
+func (k *kernelRelay) unregister(ks *ksession) {
+	k.mu.Lock()
+	delete(k.byFD, int32(ks.cfd))
+	delete(k.byFD, int32(ks.sfd))
+	delete(k.sessions, ks)
+	k.mu.Unlock()
+	k.wg.Done()
+}
+
+// arm (re)registers fd for one event of interest (EPOLLONESHOT: the session's
+// goroutine re-arms after handling it).
+func (k *kernelRelay) arm(fd int, events uint32) error {
+	ev := &unix.EpollEvent{Events: events | unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: int32(fd)}
+	err := unix.EpollCtl(k.epfd, unix.EPOLL_CTL_MOD, fd, ev)
+	if errors.Is(err, unix.ENOENT) {
+		err = unix.EpollCtl(k.epfd, unix.EPOLL_CTL_ADD, fd, ev)
+	}
+	return err
+}
+
+// close tells every session to end, waits for them, and stops the loop.
+func (k *kernelRelay) close() {
+	k.mu.Lock()
+	if k.stop {
+		k.mu.Unlock()
+		<-k.done
+		return
+	}
+	k.stop = true
+	for ks := range k.sessions {
+		ks.notify(evStop)
+	}
+	k.mu.Unlock()
+	k.wg.Wait()
+	var one [8]byte
+	one[0] = 1
+	unix.Write(k.wake, one[:])
+	<-k.done
+	k.injLn.Close()
+	k.sm.Close()
+}
+
+// Entries counts the sockets in the maps (for tests: empty when no session is on).
+func (k *kernelRelay) entries() (int, int) { return k.sm.Entries() }
+
+// run waits for hang-ups through Go's poller (the epoll set is itself pollable),
+// so that no thread blocks in epoll_wait holding a processor, and sweeps the
+// sessions on a ticker.
+func (k *kernelRelay) run() {
+	defer close(k.done)
+	unix.SetNonblock(k.epfd, true)
+	f := os.NewFile(uintptr(k.epfd), "kernel-relay-epoll")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	stop := make(chan struct{})
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		t := time.NewTicker(k.tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-t.C:
+				k.sweep(now)
+			}
+		}
+	}()
+	events := make([]unix.EpollEvent, 128)
+	for {
+		n := 0
+		err := rc.Read(func(uintptr) bool {
+			n, _ = unix.EpollWait(k.epfd, events, 0)
+			return n > 0
+		})
+		if err != nil {
+			break
+		}
+		for i := 0; i < n; i++ {
+			k.dispatch(events[i])
+		}
+		k.mu.Lock()
+		stopping := k.stop && len(k.sessions) == 0
+		k.mu.Unlock()
+		if stopping {
+			break
+		}
+	}
+	close(stop)
+	<-swept
+	unix.Close(k.wake)
+	f.Close()
+}
+
+// dispatch hands an epoll event to its session's goroutine.
+func (k *kernelRelay) dispatch(e unix.EpollEvent) {
+	if int(e.Fd) == k.wake {
+		var b [8]byte
+		unix.Read(k.wake, b[:])
+		return
+	}
+	k.mu.Lock()
+	ks := k.byFD[e.Fd]
+	k.mu.Unlock()
+	switch {
+	case ks == nil:
+	case int(e.Fd) == ks.sfd:
+		ks.notify(evServerHup)
+	case e.Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0:
+		ks.notify(evClientHup)
+	default:
+		ks.notify(evHeld)
+	}
+}
+
+// sweep looks at every session's slots: bytes handed to the proxy, backlog caps,
+// and clients that stopped reading.
+func (k *kernelRelay) sweep(now time.Time) {
+	k.mu.Lock()
+	all := make([]*ksession, 0, len(k.sessions))
+	for ks := range k.sessions {
+		all = append(all, ks)
+	}
+	k.mu.Unlock()
+	for _, ks := range all {
+		ks.sweep(now, k.backlog)
+	}
+}
+
+// ksession is one spliced session as the loop and its goroutine see it.
+type ksession struct {
+	sm           *sockmap.Session
+	cfd, sfd     int
+	w0           uint64        // bytes written to the client socket before the splice
+	wrote        atomic.Uint64 // bytes the proxy itself wrote to the client since
+	sndbuf       int           // the server socket's send buffer
+	injW, injR   int           // injector connection's ends, -1 until needed
+	injected     uint64        // bytes written to the injector
+	spliced      bool          // client bytes may have been redirected to the server
+	serverSeen   bool          // the server direction had its first hand-over
+	consumed     [2]uint64     // bytes the proxy read from each direction's source
+	base         [2]uint64     // of those, read before the splice (never handed over)
+	writeTimeout time.Duration
+	pending      atomic.Uint32
+	ev           chan struct{}
+
+	// Loop only.
+	lastToClient, lastToServer uint64
+	clientBusy                 bool // bytes for the client not yet acknowledged
+	lastAcked                  uint64
+	progressAt                 time.Time
+	mark                       uint64 // redirected-to-server bytes known taken by the server
+}
+
+func (ks *ksession) notify(ev uint32) {
+	ks.pending.Or(ev)
+	select {
+	case ks.ev <- struct{}{}:
+	default:
+	}
+}
+
+// written returns the bytes written to the client socket so far (acknowledged or
+// queued) and the acknowledged ones.
+func written(fd int) (total, acked uint64, err error) {
+	info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+	if err != nil {
+		return 0, 0, err
+	}
+	outq, err := unix.IoctlGetInt(fd, unix.SIOCOUTQ)
+	if err != nil {
+		return 0, 0, err
+	}
+	return info.Bytes_acked + uint64(outq), info.Bytes_acked, nil
+}
+
+// deliveredToClient returns the redirected bytes the client socket has taken.
+func (ks *ksession) deliveredToClient() (uint64, uint64, error) {
+	total, acked, err := written(ks.cfd)
+	if err != nil {
+		return 0, 0, err
+	}
+	return total - ks.w0 - ks.wrote.Load(), acked, nil
+}
+
+func (ks *ksession) sweep(now time.Time, backlog uint64) {
+	ts, tc := ks.sm.Slot(sockmap.ToServer), ks.sm.Slot(sockmap.ToClient)
+	if ts.Passed != ts.Ack || tc.Passed != tc.Ack || ts.Flags&sockmap.FlagTerminate != 0 {
+		ks.notify(evHeld)
+	}
+	if tc.Bytes != ks.lastToClient || ks.clientBusy {
+		ks.lastToClient = tc.Bytes
+		if got, acked, err := ks.deliveredToClient(); err == nil {
+			ks.sm.Limit(sockmap.ToClient, got+backlog)
+			total := got + ks.w0 + ks.wrote.Load()
+			ks.clientBusy = got < tc.Bytes || acked < total
+			if !ks.clientBusy || acked != ks.lastAcked {
+				ks.lastAcked, ks.progressAt = acked, now
+			} else if now.Sub(ks.progressAt) >= ks.writeTimeout {
+				ks.notify(evStalled)
+			}
+		}
+	} else {
+		ks.progressAt = now
+	}
+	if ts.Bytes != ks.lastToServer || ts.Bytes > ks.mark {
+		ks.lastToServer = ts.Bytes
+		if outq, err := unix.IoctlGetInt(ks.sfd, unix.SIOCOUTQ); err == nil && outq < ks.sndbuf/2 {
+			// The server takes what it is sent: nothing waits in the redirect queue.
+			ks.mark = ts.Bytes
+		}
+		ks.sm.Limit(sockmap.ToServer, ks.mark+backlog)
+	}
+}

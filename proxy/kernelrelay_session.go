@@ -1,0 +1,450 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/proxy/sockmap"
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// Bounds on waiting for bytes the kernel still has queued.
+const (
+	settleTime   = 2 * time.Millisecond // for a program already running to finish
+	serverDrain  = 5 * time.Second      // for the server to take what was redirected to it
+	pauseTimeout = time.Second          // a backlog that takes longer to drain moves the session to a pump
+)
+
+// relay splices client and backend and carries the session until it ends. The
+// Go connections are closed (their sockets leave Go's poller, which would wake on
+// every packet); the result's Backend is a new connection on the same server
+// socket when the session ended with it usable. An error means the session could
+// not be spliced and both connections are untouched.
+func (k *kernelRelay) relay(client *net.TCPConn, backend *net.UnixConn, writeTimeout time.Duration,
+	stats *RelayStats, log *zap.Logger) (RelayResult, error) {
+	cfd, err := dupSocket(client)
+	if err != nil {
+		return RelayResult{}, err
+	}
+	sfd, err := dupSocket(backend)
+	if err != nil {
+		unix.Close(cfd)
+		return RelayResult{}, err
+	}
+	ks := &ksession{cfd: cfd, sfd: sfd, injW: -1, injR: -1, writeTimeout: writeTimeout, ev: make(chan struct{}, 1),
+		progressAt: time.Now()}
+	if ks.sndbuf, err = unix.GetsockoptInt(sfd, unix.SOL_SOCKET, unix.SO_SNDBUF); err == nil {
+		ks.w0, _, err = written(cfd)
+	}
+	if err == nil {
+		ks.sm, err = k.sm.Add(cfd, sfd)
+	}
+	if err == nil && !k.register(ks) {
+		ks.sm.Remove()
+		err = errKernelRelayStopped
+	}
+	if err != nil {
+		unix.Close(cfd)
+		unix.Close(sfd)
+		return RelayResult{}, err
+	}
+	client.Close()
+	backend.Close()
+	stats.start(RelayKernel)
+	ks.sm.Limit(sockmap.ToServer, k.backlog)
+	ks.sm.Limit(sockmap.ToClient, k.backlog)
+	end := k.carry(ks, stats)
+	stats.stop(RelayKernel)
+	res := k.finish(ks, end, log)
+	k.unregister(ks)
+	return res, nil
+}
+
+// carry runs the session until it ends.
+func (k *kernelRelay) carry(ks *ksession, stats *RelayStats) RelayEnd {
+	// What the client sent before the splice, and anything it sends until that is
+	// forwarded, is handed to the proxy (the client direction starts held).
+	unix.EpollCtl(k.epfd, unix.EPOLL_CTL_ADD, ks.sfd, &unix.EpollEvent{Events: unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: int32(ks.sfd)})
+	if err := k.forwardHeld(ks, sockmap.ToServer); err != nil {
+		return EndClientClosed
+	}
+	ks.sm.Hold(sockmap.ToServer, false)
+	ks.spliced = true
+	if n, _ := unix.IoctlGetInt(ks.sfd, unix.SIOCINQ); n > 0 {
+		// The server spoke before the splice: forward that first.
+		ks.sm.Hold(sockmap.ToClient, true)
+		if err := k.forwardHeld(ks, sockmap.ToClient); err != nil {
+			return EndServerClosed
+		}
+		ks.sm.Hold(sockmap.ToClient, false)
+	}
+	k.arm(ks.cfd, 0)
+	for range ks.ev {
+		ev := ks.pending.Swap(0)
+		ts := ks.sm.Slot(sockmap.ToServer)
+		switch {
+		case ev&evStop != 0:
+			return EndShutdown
+		case ev&evStalled != 0:
+			return EndStalled
+		case ts.Flags&sockmap.FlagTerminate != 0:
+			return EndTerminate
+		case ev&evServerHup != 0:
+			return EndServerClosed
+		case ev&evClientHup != 0:
+			return EndClientClosed
+		}
+		for _, d := range []sockmap.Dir{sockmap.ToServer, sockmap.ToClient} {
+			if st := ks.sm.Slot(d); st.Passed != st.Ack && st.Flags&sockmap.FlagTerminate == 0 {
+				k.unpause(ks, d, stats)
+			}
+		}
+	}
+	return EndShutdown
+}
+
+// unpause forwards what direction d handed to the proxy (it passed the backlog
+// cap, or arrived while handed bytes were unacknowledged) once what was
+// redirected before it has been taken, and lets d redirect again. Until then the
+// bytes wait in the source socket, whose receive window closes: the sender is
+// held back as by any slow receiver. False: not drained yet; the loop asks again
+// at its next tick.
+func (k *kernelRelay) unpause(ks *ksession, d sockmap.Dir, stats *RelayStats) bool {
+	if !k.drained(ks, d, time.Now().Add(pauseTimeout)) {
+		return false
+	}
+	stats.paused()
+	if err := k.forwardHeld(ks, d); err != nil {
+		return true // the side that failed hangs up; the loop reports it
+	}
+	if d == sockmap.ToClient {
+		if got, _, err := ks.deliveredToClient(); err == nil {
+			ks.sm.Limit(d, got+k.backlog)
+		}
+	} else {
+		ks.sm.Limit(d, ks.sm.Slot(d).Bytes+k.backlog)
+	}
+	return true
+}
+
+// drained waits until what direction d redirected has reached its receiver, or
+// the deadline. Toward the client this is exact (the socket's written bytes);
+// toward the server, whose unix socket counts nothing, it is taken as drained
+// when the redirected count stops moving and the server socket has room, so
+// that the kernel's redirect queue would have moved on if it held anything.
+func (k *kernelRelay) drained(ks *ksession, d sockmap.Dir, deadline time.Time) bool {
+	time.Sleep(settleTime)
+	if d == sockmap.ToClient {
+		return waitFor(deadline, time.Millisecond, func() bool {
+			got, _, err := ks.deliveredToClient()
+			return err != nil || got >= ks.sm.Slot(d).Bytes
+		})
+	}
+	last, since := ks.sm.Slot(d).Bytes, time.Now()
+	return waitFor(deadline, time.Millisecond, func() bool {
+		if b := ks.sm.Slot(d).Bytes; b != last {
+			last, since = b, time.Now()
+		}
+		outq, err := unix.IoctlGetInt(ks.sfd, unix.SIOCOUTQ)
+		return err != nil || outq < ks.sndbuf/2 && time.Since(since) >= settleTime
+	})
+}
+
+// forwardHeld reads what direction d handed to the proxy and writes it on, then
+// acknowledges it so that d redirects again (unless held). The kernel may still
+// be moving handed bytes to the socket (under memory pressure it queues them for
+// a worker): it acknowledges only bytes it read, and waits until every handed
+// byte was. It stops at EOF.
+func (k *kernelRelay) forwardHeld(ks *ksession, d sockmap.Dir) error {
+	// The first hand-over of a direction may include bytes sent before the splice.
+	initial := !ks.spliced && d == sockmap.ToServer || !ks.serverSeen && d == sockmap.ToClient
+	if d == sockmap.ToClient {
+		ks.serverSeen = true
+	}
+	src := ks.cfd
+	if d == sockmap.ToClient {
+		src = ks.sfd
+	}
+	buf := make([]byte, 64<<10)
+	deadline := time.Now().Add(ks.writeTimeout)
+	for {
+		handed := ks.sm.Slot(d).Passed // all of it is readable once a read finds nothing
+		moved := false
+		for {
+			n, err := unix.Read(src, buf)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if errors.Is(err, unix.EAGAIN) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return errEOF
+			}
+			moved = true
+			ks.consumed[d] += uint64(n)
+			if err := k.send(ks, d, buf[:n]); err != nil {
+				return err
+			}
+		}
+		if err := k.settle(ks); err != nil {
+			return err
+		}
+		if initial {
+			// The first hand-over: what was sent before the splice was read from
+			// the socket itself, not handed over; the rest was.
+			if moved {
+				continue
+			}
+			ks.base[d] = ks.consumed[d] - min(handed, ks.consumed[d])
+			ks.sm.Ack(d, handed)
+			return nil
+		}
+		acked := ks.consumed[d] - ks.base[d]
+		ks.sm.Ack(d, acked)
+		if ks.sm.Slot(d).Passed == acked {
+			return nil
+		}
+		if !moved {
+			if time.Now().After(deadline) {
+				return errors.New("handed bytes did not arrive")
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+	}
+}
+
+// send writes b on in direction d: to the client directly (what was redirected
+// to it has been written to its socket), to the server through the injector (what
+// was redirected to it may still wait in the kernel's queue).
+func (k *kernelRelay) send(ks *ksession, d sockmap.Dir, b []byte) error {
+	if d == sockmap.ToClient {
+		if err := writeAll(ks.cfd, b, ks.writeTimeout); err != nil {
+			return err
+		}
+		ks.wrote.Add(uint64(len(b)))
+		return nil
+	}
+	if !ks.spliced {
+		// Nothing was redirected to the server yet: write to it directly.
+		return writeAll(ks.sfd, b, ks.writeTimeout)
+	}
+	if err := k.injector(ks); err != nil {
+		return err
+	}
+	if err := writeAll(ks.injW, b, ks.writeTimeout); err != nil {
+		return err
+	}
+	ks.injected += uint64(len(b))
+	return nil
+}
+
+// settle waits until every injected byte has joined the server's queue, so that
+// client bytes redirected after an acknowledgement come after them.
+func (k *kernelRelay) settle(ks *ksession) error {
+	if ks.injected == 0 {
+		return nil
+	}
+	if !waitFor(time.Now().Add(ks.writeTimeout), 100*time.Microsecond, func() bool {
+		return ks.sm.Slot(sockmap.Inject).Bytes >= ks.injected
+	}) {
+		return errors.New("injected bytes did not reach the server's queue")
+	}
+	return nil
+}
+
+// injector connects the session's injector on first use.
+func (k *kernelRelay) injector(ks *ksession) error {
+	if ks.injW >= 0 {
+		return nil
+	}
+	k.injMu.Lock()
+	w, err := net.DialTCP("tcp", nil, k.injLn.Addr().(*net.TCPAddr))
+	var r *net.TCPConn
+	if err == nil {
+		r, err = k.injLn.AcceptTCP()
+		if err != nil {
+			w.Close()
+		}
+	}
+	k.injMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("injector: %w", err)
+	}
+	defer w.Close()
+	defer r.Close()
+	w.SetNoDelay(true)
+	if ks.injW, err = dupSocket(w); err != nil {
+		return err
+	}
+	if ks.injR, err = dupSocket(r); err != nil {
+		return err
+	}
+	return ks.sm.AddInjector(ks.injR)
+}
+
+// closeInjector closes the injector's sockets (after the session left the maps).
+func (ks *ksession) closeInjector() {
+	for _, fd := range []int{ks.injW, ks.injR} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+	ks.injW, ks.injR = -1, -1
+}
+
+var errEOF = errors.New("end of stream")
+
+// writeAll writes b to the non-blocking socket fd, waiting for room up to timeout.
+func writeAll(fd int, b []byte, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for len(b) > 0 {
+		n, err := unix.Write(fd, b)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EAGAIN):
+			ms := int(time.Until(deadline) / time.Millisecond)
+			if ms <= 0 {
+				return os.ErrDeadlineExceeded
+			}
+			unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}, min(ms, 100))
+			continue
+		case err != nil:
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// finish takes the session out of the maps without losing what the kernel still
+// queues, and closes the client's socket. The server's is handed back open when
+// the session ended with it usable.
+func (k *kernelRelay) finish(ks *ksession, end RelayEnd, log *zap.Logger) RelayResult {
+	// Out of the epoll set before any of its descriptors closes: the server socket
+	// lives on in the caller's hands under another descriptor.
+	unix.EpollCtl(k.epfd, unix.EPOLL_CTL_DEL, ks.cfd, nil)
+	unix.EpollCtl(k.epfd, unix.EPOLL_CTL_DEL, ks.sfd, nil)
+	ks.sm.Hold(sockmap.ToServer, true)
+	ks.sm.Hold(sockmap.ToClient, true)
+	res := RelayResult{End: end, Relay: RelayKernel}
+	switch end {
+	case EndTerminate, EndClientClosed:
+		// The client's last messages reach the server; its Terminate does not.
+		k.forwardClientTail(ks, log)
+		if end == EndTerminate {
+			res.Idle = k.probeIdle(ks)
+		}
+		k.drained(ks, sockmap.ToServer, time.Now().Add(serverDrain))
+	case EndServerClosed:
+		// The server's last words (an error saying why) reach the client.
+		k.drained(ks, sockmap.ToClient, time.Now().Add(ks.writeTimeout))
+		k.forwardHeld(ks, sockmap.ToClient)
+	}
+	if err := ks.sm.Remove(); err != nil {
+		log.Warn("kernel relay: remove session from maps", zap.Error(err))
+	}
+	ks.closeInjector()
+	if end == EndStalled {
+		unix.SetsockoptLinger(ks.cfd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+	}
+	unix.Close(ks.cfd)
+	if end == EndServerClosed || end == EndShutdown {
+		unix.Close(ks.sfd)
+		return res
+	}
+	f := os.NewFile(uintptr(ks.sfd), "branch-server")
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		log.Warn("kernel relay: hand back the server connection", zap.Error(err))
+		return res
+	}
+	res.Backend = c
+	return res
+}
+
+// forwardClientTail forwards what the client sent that was handed to the proxy
+// at the end, all but a final Terminate.
+func (k *kernelRelay) forwardClientTail(ks *ksession, log *zap.Logger) {
+	var tail []byte
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := unix.Read(ks.cfd, buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n == 0 {
+			break
+		}
+		tail = append(tail, buf[:n]...)
+	}
+	if t := len(tail) - 5; t >= 0 && tail[t] == 'X' && string(tail[t+1:]) == "\x00\x00\x00\x04" {
+		tail = tail[:t]
+	}
+	if len(tail) > 0 {
+		err := k.send(ks, sockmap.ToServer, tail)
+		if err == nil {
+			err = k.settle(ks)
+		}
+		if err != nil {
+			log.Debug("kernel relay: forward the client's last bytes", zap.Error(err))
+		}
+	}
+}
+
+// syncMsg is a Sync message: outside an extended query it only makes the server
+// say ReadyForQuery, with its transaction status.
+var syncMsg = []byte{'S', 0, 0, 0, 4}
+
+// probeIdle tells whether the server session is idle outside a transaction with
+// nothing in flight, once the client has terminated: the client was between
+// queries, and a Sync sent behind everything it sent is answered by exactly one
+// ReadyForQuery saying idle, with nothing before it. Server bytes are held, so
+// the answer comes to the proxy.
+func (k *kernelRelay) probeIdle(ks *ksession) bool {
+	st := ks.sm.Slot(sockmap.ToServer)
+	if !st.Boundary || st.Unsynced || st.Flags&sockmap.FlagLost != 0 {
+		return false
+	}
+	if err := k.send(ks, sockmap.ToServer, syncMsg); err != nil {
+		return false
+	}
+	if err := k.settle(ks); err != nil {
+		return false
+	}
+	want := []byte{'Z', 0, 0, 0, 5, 'I'}
+	var got []byte
+	buf := make([]byte, 64)
+	deadline := time.Now().Add(time.Second)
+	for len(got) < len(want) {
+		ms := int(time.Until(deadline) / time.Millisecond)
+		if ms <= 0 {
+			return false
+		}
+		unix.Poll([]unix.PollFd{{Fd: int32(ks.sfd), Events: unix.POLLIN}}, min(ms, 10))
+		n, err := unix.Read(ks.sfd, buf)
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n == 0 {
+			return false
+		}
+		got = append(got, buf[:n]...)
+	}
+	if string(got) != string(want) {
+		return false
+	}
+	// Nothing may follow.
+	time.Sleep(settleTime)
+	n, _ := unix.IoctlGetInt(ks.sfd, unix.SIOCINQ)
+	return n == 0
+}

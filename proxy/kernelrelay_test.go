@@ -1,0 +1,264 @@
+package proxy
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+)
+
+// kernelPair is a session's sockets: the client's end and the proxy's (TCP), the
+// proxy's and the server's (unix).
+type kernelPair struct {
+	client       net.Conn
+	proxyClient  *net.TCPConn
+	proxyBackend *net.UnixConn
+	server       net.Conn
+}
+
+func newKernelPair(t *testing.T) *kernelPair {
+	t.Helper()
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tl.Close()
+	ul, err := net.Listen("unix", filepath.Join(t.TempDir(), "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ul.Close()
+	p := &kernelPair{}
+	if p.client, err = net.Dial("tcp", tl.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := tl.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.proxyClient = c.(*net.TCPConn)
+	b, err := net.Dial("unix", ul.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.proxyBackend = b.(*net.UnixConn)
+	if p.server, err = ul.Accept(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.client.Close(); p.server.Close() })
+	return p
+}
+
+func newTestKernelRelay(t *testing.T, backlog uint64) *kernelRelay {
+	t.Helper()
+	if testing.Short() || os.Geteuid() != 0 {
+		t.Skip("needs root (BPF)")
+	}
+	k, err := newKernelRelay(64, backlog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.close)
+	return k
+}
+
+func pgMsg(typ byte, body string) []byte {
+	n := len(body) + 4
+	return append([]byte{typ, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}, body...)
+}
+
+func readExactly(t *testing.T, c net.Conn, n int) []byte {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b := make([]byte, n)
+	if _, err := io.ReadFull(c, b); err != nil {
+		t.Fatalf("read %d bytes: %v", n, err)
+	}
+	return b
+}
+
+type relayRun struct {
+	res  RelayResult
+	err  error
+	done chan struct{}
+}
+
+func startRelay(t *testing.T, k *kernelRelay, p *kernelPair) *relayRun {
+	r := &relayRun{done: make(chan struct{})}
+	log := zaptest.NewLogger(t)
+	go func() {
+		defer close(r.done)
+		r.res, r.err = k.relay(p.proxyClient, p.proxyBackend, 5*time.Second, newRelayStats(RelayKernel), log)
+	}()
+	return r
+}
+
+func (r *relayRun) wait(t *testing.T) RelayResult {
+	t.Helper()
+	select {
+	case <-r.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("relay did not return")
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return r.res
+}
+
+// The session's end hands the server connection back usable, and the client's
+// Terminate never reaches the server.
+func TestKernelRelayTerminateKeepsBackend(t *testing.T) {
+	k := newTestKernelRelay(t, 4<<20)
+	p := newKernelPair(t)
+	// The client speaks right away, before the splice is complete.
+	q := pgMsg('Q', "select 1\x00")
+	p.client.Write(q)
+	run := startRelay(t, k, p)
+	if got := readExactly(t, p.server, len(q)); !bytes.Equal(got, q) {
+		t.Fatalf("server got %q", got)
+	}
+	reply := bytes.Repeat([]byte("r"), 1<<20)
+	p.server.Write(reply)
+	if got := readExactly(t, p.client, len(reply)); !bytes.Equal(got, reply) {
+		t.Fatal("reply changed on the way")
+	}
+	// Messages split anywhere, headers included, keep the boundaries tracked.
+	stream := append(pgMsg('Q', "select 2\x00"), pgMsg('d', string(bytes.Repeat([]byte("x"), 100000)))...)
+	stream = append(stream, pgMsg('c', "")...)
+	for i := 0; i < len(stream); {
+		n := min(1+i%7, len(stream)-i)
+		if i > 20 {
+			n = min(70000, len(stream)-i)
+		}
+		p.client.(*net.TCPConn).SetNoDelay(true)
+		p.client.Write(stream[i : i+n])
+		i += n
+		time.Sleep(time.Millisecond)
+	}
+	if got := readExactly(t, p.server, len(stream)); !bytes.Equal(got, stream) {
+		t.Fatal("split stream changed on the way")
+	}
+	p.client.Write(pgMsg('X', ""))
+	p.client.Close()
+	res := run.wait(t)
+	if res.End != EndTerminate || res.Backend == nil {
+		t.Fatalf("end %v, backend %v; want terminate with the backend", res.End, res.Backend)
+	}
+	defer res.Backend.Close()
+	if tcp, unix := k.entries(); tcp+unix != 0 {
+		t.Fatalf("maps hold %d+%d sockets after the session", tcp, unix)
+	}
+	// The server saw no Terminate: the next bytes it reads are the caller's.
+	res.Backend.Write([]byte("next"))
+	if got := readExactly(t, p.server, 4); string(got) != "next" {
+		t.Fatalf("server read %q after the session; want the caller's bytes", got)
+	}
+	p.server.Write([]byte("back"))
+	res.Backend.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if got := readExactly(t, res.Backend, 4); string(got) != "back" {
+		t.Fatalf("caller read %q", got)
+	}
+}
+
+// A server that closes gets its last bytes to the client before the end.
+func TestKernelRelayServerClose(t *testing.T) {
+	k := newTestKernelRelay(t, 4<<20)
+	p := newKernelPair(t)
+	run := startRelay(t, k, p)
+	last := bytes.Repeat([]byte("e"), 8<<20)
+	go func() {
+		p.server.Write(last)
+		p.server.Close()
+	}()
+	time.Sleep(200 * time.Millisecond) // the client reads late
+	got, err := io.ReadAll(p.client)
+	if err != nil || !bytes.Equal(got, last) {
+		t.Fatalf("client got %d of %d bytes: %v", len(got), len(last), err)
+	}
+	if res := run.wait(t); res.End != EndServerClosed || res.Backend != nil {
+		t.Fatalf("end %v, backend %v", res.End, res.Backend)
+	}
+}
+
+// A client that closes without Terminate: its last bytes reach the server, which
+// stays usable.
+func TestKernelRelayClientClose(t *testing.T) {
+	k := newTestKernelRelay(t, 4<<20)
+	p := newKernelPair(t)
+	run := startRelay(t, k, p)
+	time.Sleep(50 * time.Millisecond)
+	q := pgMsg('Q', "commit\x00")
+	p.client.Write(q)
+	p.client.Close()
+	if got := readExactly(t, p.server, len(q)); !bytes.Equal(got, q) {
+		t.Fatalf("server got %q", got)
+	}
+	res := run.wait(t)
+	if res.End != EndClientClosed || res.Backend == nil {
+		t.Fatalf("end %v, backend %v", res.End, res.Backend)
+	}
+	res.Backend.Close()
+}
+
+// A client that floods a server that does not read: what the proxy takes in stays
+// bounded, and every byte arrives in order once the server reads.
+func TestKernelRelayFlood(t *testing.T) {
+	k := newTestKernelRelay(t, 1<<20)
+	k.tick = 5 * time.Millisecond
+	p := newKernelPair(t)
+	r := &relayRun{done: make(chan struct{})}
+	stats := newRelayStats(RelayKernel)
+	go func() {
+		defer close(r.done)
+		r.res, r.err = k.relay(p.proxyClient, p.proxyBackend, 10*time.Second, stats, zaptest.NewLogger(t))
+	}()
+	const total = 64 << 20
+	msg := pgMsg('d', string(bytes.Repeat([]byte("f"), 64<<10-5)))
+	var sent int
+	time.Sleep(100 * time.Millisecond) // spliced by now
+	go func() {
+		for sent < total {
+			if _, err := p.client.Write(msg); err != nil {
+				return
+			}
+			sent += len(msg)
+		}
+	}()
+	time.Sleep(2 * time.Second)
+	t.Logf("taken while the server did not read: %d MB", sent>>20)
+	if sent > 32<<20 {
+		t.Errorf("the proxy took %d MB from the client while the server did not read", sent>>20)
+	}
+	got := 0
+	buf := make([]byte, 1<<20)
+	p.server.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for got < total {
+		n, err := p.server.Read(buf)
+		if err != nil {
+			t.Fatalf("server read %d of %d bytes: %v", got, total, err)
+		}
+		for i := 0; i < n; i++ {
+			off := (got + i) % len(msg)
+			if buf[i] != msg[off] {
+				t.Fatalf("byte %d differs (offset %d in a message)", got+i, off)
+			}
+		}
+		got += n
+	}
+	if stats.Pauses() == 0 {
+		k.mu.Lock()
+		for ks := range k.sessions {
+			t.Logf("to server %+v, inject %+v", ks.sm.Slot(0), ks.sm.Slot(2))
+		}
+		k.mu.Unlock()
+		t.Error("the flood never paused")
+	}
+	p.client.Close()
+	r.wait(t)
+}

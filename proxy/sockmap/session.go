@@ -1,0 +1,171 @@
+package sockmap
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"github.com/cilium/ebpf"
+)
+
+// Session is one spliced session: a client's TCP socket and a branch server's
+// unix socket. Its methods are safe for concurrent use with the programs; one
+// goroutine at a time should drive a session.
+type Session struct {
+	r             *Relay
+	idx           uint32
+	cc, cs, peer  uint64 // cookies: client, server socket, server's peer
+	inTCP, inUnix bool
+	routed        bool
+	inject        uint64 // cookie of the injector's receiving socket; 0: none
+}
+
+// Add splices client (a TCP socket) and server (a connected unix socket). Client
+// bytes start held (handed to the proxy, see Hold) so that what the client sent
+// before the splice is forwarded first; server bytes are redirected at once.
+func (r *Relay) Add(client, server int) (*Session, error) {
+	cc, err := Cookie(client)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := Cookie(server)
+	if err != nil {
+		return nil, err
+	}
+	peer, err := PeerCookie(server)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if len(r.free) == 0 {
+		r.mu.Unlock()
+		return nil, ErrFull
+	}
+	idx := r.free[len(r.free)-1]
+	r.free = r.free[:len(r.free)-1]
+	r.mu.Unlock()
+	s := &Session{r: r, idx: idx, cc: cc, cs: cs, peer: peer}
+	var zero [3 * slotSize]byte
+	r.mem.WriteAt(zero[:], r.slotOff(idx, ToServer))
+	r.write(idx, ToServer, offHold, 1)
+	if err := s.link(client, server); err != nil {
+		s.Remove()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Session) link(client, server int) error {
+	r := s.r
+	route := func(key, dst uint64, d Dir) error {
+		v := make([]byte, 16)
+		binary.NativeEndian.PutUint64(v, dst)
+		binary.NativeEndian.PutUint32(v[8:], 3*s.idx+uint32(d))
+		return r.route.Put(key, v)
+	}
+	s.routed = true
+	if err := route(s.cc, s.cs, ToServer); err != nil {
+		return fmt.Errorf("route client: %w", err)
+	}
+	if err := route(s.peer, s.cc, ToClient); err != nil {
+		return fmt.Errorf("route server: %w", err)
+	}
+	if err := r.tcp.Put(s.cc, uint64(client)); err != nil {
+		return fmt.Errorf("add client socket: %w", err)
+	}
+	s.inTCP = true
+	if err := r.unix.Put(s.cs, uint64(server)); err != nil {
+		return fmt.Errorf("add server socket: %w", err)
+	}
+	s.inUnix = true
+	return nil
+}
+
+// AddInjector adds the receiving end of a TCP connection whose bytes go to the
+// server behind what was redirected to it before: what the proxy writes on the
+// other end follows the kernel's queue instead of overtaking it.
+func (s *Session) AddInjector(fd int) error {
+	c, err := Cookie(fd)
+	if err != nil {
+		return err
+	}
+	r := s.r
+	r.write(s.idx, Inject, offFlags, FlagLost) // not a client: no Terminate to find
+	v := make([]byte, 16)
+	binary.NativeEndian.PutUint64(v, s.cs)
+	binary.NativeEndian.PutUint32(v[8:], 3*s.idx+uint32(Inject))
+	if err := r.route.Put(c, v); err != nil {
+		return fmt.Errorf("route injector: %w", err)
+	}
+	s.inject = c
+	if err := r.tcp.Put(c, uint64(fd)); err != nil {
+		return fmt.Errorf("add injector socket: %w", err)
+	}
+	return nil
+}
+
+// Slot reads direction d's slot.
+func (s *Session) Slot(d Dir) Slot {
+	r, i := s.r, s.idx
+	return Slot{Bytes: r.read(i, d, offBytes), Passed: r.read(i, d, offPassed), Ack: r.read(i, d, offAck),
+		Limit: r.read(i, d, offLimit), Hold: r.read(i, d, offHold), Flags: r.read(i, d, offFlags),
+		Boundary: r.read(i, d, offRem) == 0 && r.read(i, d, offHdrN) == 0, Unsynced: r.read(i, d, offUnsync) != 0}
+}
+
+// Hold makes direction d hand every message to the proxy (on) or redirect again
+// once the proxy has acknowledged what it was handed (off).
+func (s *Session) Hold(d Dir, on bool) {
+	v := uint64(0)
+	if on {
+		v = 1
+	}
+	s.r.write(s.idx, d, offHold, v)
+}
+
+// Ack tells direction d's program that the proxy has forwarded n handed-over bytes
+// in all.
+func (s *Session) Ack(d Dir, n uint64) { s.r.write(s.idx, d, offAck, n) }
+
+// Limit lets direction d redirect while its redirected bytes stay at or below n;
+// past it, messages are handed to the proxy and FlagOverLimit is set. 0: no limit.
+func (s *Session) Limit(d Dir, n uint64) { s.r.write(s.idx, d, offLimit, n) }
+
+// Remove takes both sockets out of the maps and frees the slot. Bytes still queued
+// in the kernel for either socket are dropped: hold both directions and drain
+// first.
+func (s *Session) Remove() error {
+	r := s.r
+	var errs []error
+	if s.inTCP {
+		if err := r.tcp.Delete(s.cc); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("remove client socket: %w", err))
+		}
+		s.inTCP = false
+	}
+	if s.inUnix {
+		if err := r.unix.Delete(s.cs); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("remove server socket: %w", err))
+		}
+		s.inUnix = false
+	}
+	if s.inject != 0 {
+		if err := r.tcp.Delete(s.inject); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("remove injector socket: %w", err))
+		}
+		r.route.Delete(s.inject)
+		s.inject = 0
+	}
+	if s.routed {
+		r.route.Delete(s.cc)
+		r.route.Delete(s.peer)
+		s.routed = false
+	}
+	if s.idx != noSlot {
+		r.mu.Lock()
+		r.free = append(r.free, s.idx)
+		r.mu.Unlock()
+		s.idx = noSlot
+	}
+	return errors.Join(errs...)
+}
+
+const noSlot = ^uint32(0)
