@@ -242,7 +242,7 @@ func kernel200(t *testing.T, s *server) {
 // Without the kernel relay (programs refused) sessions go to the epoll pump, and
 // the proxy says why; --relay kernel then refuses to start.
 func TestKernelRelayFallback(t *testing.T) {
-	s := startServer(t, newStateDir(t), "--relay-simulate-load-failure")
+	s := startServer(t, newStateDir(t), "--relay", "auto", "--relay-simulate-load-failure")
 	s.seedSQL("app", lifecycleSQL)
 	c := s.connect(t, "app@fb")
 	var one int

@@ -36,7 +36,11 @@ const (
 // maxWalk bounds the messages the client verdict walks in one packet.
 const maxWalk = 256
 
-const skPass = 1
+// Verdicts.
+const (
+	skDrop = 0
+	skPass = 1
+)
 
 // Stack layout shared by the programs (offsets from R10).
 const (
@@ -78,6 +82,14 @@ func prelude(route, slots *ebpf.Map, miss string) asm.Instructions {
 // the limit, and (terminate) for a client's Terminate message.
 func verdict(route, slots, dstMap *ebpf.Map, terminate bool) asm.Instructions {
 	insns := prelude(route, slots, "miss")
+	// A segment with no data (a bare FIN) must not be redirected: the kernel's
+	// sender takes a zero-length send as a broken pipe, reports EPIPE on the
+	// destination socket and stops sending to it. The FIN itself is already
+	// recorded on the source socket.
+	insns = append(insns,
+		asm.LoadMem(asm.R1, asm.R6, 0, asm.Word), // skb->len
+		asm.JEq.Imm(asm.R1, 0, "drop"),
+	)
 	if terminate {
 		insns = append(insns, terminateCheck()...)
 		insns = append(insns, walk()...)
@@ -116,6 +128,9 @@ func verdict(route, slots, dstMap *ebpf.Map, terminate bool) asm.Instructions {
 		asm.Return(),
 
 		asm.Mov.Imm(asm.R0, skPass).WithSymbol("miss"),
+		asm.Return(),
+
+		asm.Mov.Imm(asm.R0, skDrop).WithSymbol("drop"),
 		asm.Return(),
 	)
 	return insns
