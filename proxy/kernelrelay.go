@@ -239,9 +239,9 @@ type ksession struct {
 	injW, injR   int           // injector connection's ends, -1 until needed
 	injected     uint64        // bytes written to the injector
 	spliced      bool          // client bytes may have been redirected to the server
-	serverSeen   bool          // the server direction had its first hand-over
+	r0           uint64        // client bytes read before the splice (readPosition)
 	consumed     [2]uint64     // bytes the proxy read from each direction's source
-	base         [2]uint64     // of those, read before the splice (never handed over)
+	base         [2]uint64     // of those, never seen by the program (see forwardInitial)
 	writeTimeout time.Duration
 	pending      atomic.Uint32
 	ev           chan struct{}

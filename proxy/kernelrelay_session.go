@@ -17,6 +17,7 @@ const (
 	settleTime   = 2 * time.Millisecond // for a program already running to finish
 	serverDrain  = 5 * time.Second      // for the server to take what was redirected to it
 	pauseTimeout = time.Second          // a backlog that takes longer to drain moves the session to a pump
+	injectMargin = 100 * time.Microsecond
 )
 
 // relay splices client and backend and carries the session until it ends. The
@@ -39,6 +40,9 @@ func (k *kernelRelay) relay(client *net.TCPConn, backend *net.UnixConn, writeTim
 		progressAt: time.Now()}
 	if ks.sndbuf, err = unix.GetsockoptInt(sfd, unix.SOL_SOCKET, unix.SO_SNDBUF); err == nil {
 		ks.w0, _, err = written(cfd)
+	}
+	if err == nil {
+		ks.r0, err = readPosition(cfd)
 	}
 	if err == nil {
 		ks.sm, err = k.sm.Add(cfd, sfd)
@@ -69,18 +73,30 @@ func (k *kernelRelay) carry(ks *ksession, stats *RelayStats) RelayEnd {
 	// What the client sent before the splice, and anything it sends until that is
 	// forwarded, is handed to the proxy (the client direction starts held).
 	unix.EpollCtl(k.epfd, unix.EPOLL_CTL_ADD, ks.sfd, &unix.EpollEvent{Events: unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: int32(ks.sfd)})
-	if err := k.forwardHeld(ks, sockmap.ToServer); err != nil {
+	// Both directions start held: what either side sent before the splice, and
+	// anything it sends until that is forwarded, is handed to the proxy, which
+	// writes it on directly (nothing was redirected yet, so nothing can be
+	// overtaken). The server's side goes first, while client bytes are still held:
+	// nothing is queued for the server's socket then, so what the program hands
+	// over is readable at once.
+	if err := k.forwardInitial(ks, sockmap.ToClient); err != nil {
+		return EndServerClosed
+	}
+	if err := k.forwardInitial(ks, sockmap.ToServer); err != nil {
 		return EndClientClosed
 	}
-	ks.sm.Hold(sockmap.ToServer, false)
 	ks.spliced = true
-	if n, _ := unix.IoctlGetInt(ks.sfd, unix.SIOCINQ); n > 0 {
-		// The server spoke before the splice: forward that first.
-		ks.sm.Hold(sockmap.ToClient, true)
-		if err := k.forwardHeld(ks, sockmap.ToClient); err != nil {
-			return EndServerClosed
+	// From here on a direction redirects once the proxy has forwarded everything
+	// it was handed (the program compares Passed with Ack): bytes handed over
+	// between the checks above and these lines are forwarded by forwardHeld.
+	ks.sm.Hold(sockmap.ToServer, false)
+	ks.sm.Hold(sockmap.ToClient, false)
+	for _, d := range []sockmap.Dir{sockmap.ToClient, sockmap.ToServer} {
+		if st := ks.sm.Slot(d); st.Passed != st.Ack {
+			if err := k.forwardHeld(ks, d); err != nil {
+				return map[sockmap.Dir]RelayEnd{sockmap.ToClient: EndServerClosed, sockmap.ToServer: EndClientClosed}[d]
+			}
 		}
-		ks.sm.Hold(sockmap.ToClient, false)
 	}
 	k.arm(ks.cfd, 0)
 	for range ks.ev {
@@ -160,59 +176,21 @@ func (k *kernelRelay) drained(ks *ksession, d sockmap.Dir, deadline time.Time) b
 // a worker): it acknowledges only bytes it read, and waits until every handed
 // byte was. It stops at EOF.
 func (k *kernelRelay) forwardHeld(ks *ksession, d sockmap.Dir) error {
-	// The first hand-over of a direction may include bytes sent before the splice.
-	initial := !ks.spliced && d == sockmap.ToServer || !ks.serverSeen && d == sockmap.ToClient
-	if d == sockmap.ToClient {
-		ks.serverSeen = true
-	}
-	src := ks.cfd
-	if d == sockmap.ToClient {
-		src = ks.sfd
-	}
-	buf := make([]byte, 64<<10)
 	deadline := time.Now().Add(ks.writeTimeout)
 	for {
-		handed := ks.sm.Slot(d).Passed // all of it is readable once a read finds nothing
-		moved := false
-		for {
-			n, err := unix.Read(src, buf)
-			if errors.Is(err, unix.EINTR) {
-				continue
-			}
-			if errors.Is(err, unix.EAGAIN) {
-				break
-			}
-			if err != nil {
-				return err
-			}
-			if n == 0 {
-				return errEOF
-			}
-			moved = true
-			ks.consumed[d] += uint64(n)
-			if err := k.send(ks, d, buf[:n]); err != nil {
-				return err
-			}
+		before := ks.consumed[d]
+		if err := k.drainSource(ks, d); err != nil {
+			return err
 		}
 		if err := k.settle(ks); err != nil {
 			return err
-		}
-		if initial {
-			// The first hand-over: what was sent before the splice was read from
-			// the socket itself, not handed over; the rest was.
-			if moved {
-				continue
-			}
-			ks.base[d] = ks.consumed[d] - min(handed, ks.consumed[d])
-			ks.sm.Ack(d, handed)
-			return nil
 		}
 		acked := ks.consumed[d] - ks.base[d]
 		ks.sm.Ack(d, acked)
 		if ks.sm.Slot(d).Passed == acked {
 			return nil
 		}
-		if !moved {
+		if ks.consumed[d] == before {
 			if time.Now().After(deadline) {
 				return errors.New("handed bytes did not arrive")
 			}
@@ -257,6 +235,10 @@ func (k *kernelRelay) settle(ks *ksession) error {
 	}) {
 		return errors.New("injected bytes did not reach the server's queue")
 	}
+	// The program counts a packet just before the kernel queues it behind what was
+	// redirected before (a few instructions later, on the CPU that ran it): leave
+	// that a wide margin before an acknowledgement lets client bytes redirect again.
+	time.Sleep(injectMargin)
 	return nil
 }
 

@@ -19,9 +19,9 @@ type Session struct {
 	inject        uint64 // cookie of the injector's receiving socket; 0: none
 }
 
-// Add splices client (a TCP socket) and server (a connected unix socket). Client
-// bytes start held (handed to the proxy, see Hold) so that what the client sent
-// before the splice is forwarded first; server bytes are redirected at once.
+// Add splices client (a TCP socket) and server (a connected unix socket). Both
+// directions start held (handed to the proxy, see Hold) so that what either side
+// sent before the splice is forwarded first.
 func (r *Relay) Add(client, server int) (*Session, error) {
 	cc, err := Cookie(client)
 	if err != nil {
@@ -47,6 +47,7 @@ func (r *Relay) Add(client, server int) (*Session, error) {
 	var zero [3 * slotSize]byte
 	r.mem.WriteAt(zero[:], r.slotOff(idx, ToServer))
 	r.write(idx, ToServer, offHold, 1)
+	r.write(idx, ToClient, offHold, 1)
 	if err := s.link(client, server); err != nil {
 		s.Remove()
 		return nil, err

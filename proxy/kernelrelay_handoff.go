@@ -1,0 +1,118 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/proxy/sockmap"
+	"golang.org/x/sys/unix"
+)
+
+// The handoff into the maps. Until a socket joins a map its bytes wait in its
+// receive queue; once it has joined, the kernel runs the program on every byte
+// that arrives (with the receive queue: TCP hands the program everything queued,
+// a unix socket the oldest packet, at each arrival). A byte the client or the
+// server sent just before the splice can so stay in the receive queue, never seen
+// by the program, and the proxy reads it there directly. While a direction is held
+// every byte the program sees is handed to the proxy (counted in Passed), and the
+// socket yields the unseen bytes and the handed ones in the order they were sent;
+// what is unknown is how many of the bytes read were handed over. forwardInitial
+// finds out, so that Ack counts handed bytes exactly and the program redirects
+// only once every handed byte has been forwarded.
+
+// readPosition returns how many bytes of the TCP stream on fd have been read: the
+// bytes received less those still queued, taken when no byte arrived between.
+func readPosition(fd int) (uint64, error) {
+	for range 100 {
+		a, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+		if err != nil {
+			return 0, fmt.Errorf("tcp info: %w", err)
+		}
+		inq, err := unix.IoctlGetInt(fd, unix.SIOCINQ)
+		if err != nil {
+			return 0, fmt.Errorf("queued bytes: %w", err)
+		}
+		b, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+		if err != nil {
+			return 0, fmt.Errorf("tcp info: %w", err)
+		}
+		if a.Bytes_received == b.Bytes_received && uint64(inq) <= a.Bytes_received {
+			return a.Bytes_received - uint64(inq), nil
+		}
+	}
+	return 0, errors.New("client bytes keep arriving")
+}
+
+// forwardInitial forwards what held direction d's source had before and since the
+// splice, writing it on directly, until the source is quiet, and sets Ack to the
+// handed bytes among those read (the rest were never seen by the program).
+//
+// Toward the server the count is exact: once the bytes read equal the bytes the
+// client's socket received since the splice, every byte the program counted has
+// been read. Toward the client the unix socket counts nothing received; the
+// source is taken as quiet when a read finds nothing, its receive queue is empty
+// and Passed did not move across a second read. The server has just answered
+// with ReadyForQuery, so it sends nothing here unless a notification races the
+// splice.
+func (k *kernelRelay) forwardInitial(ks *ksession, d sockmap.Dir) error {
+	deadline := time.Now().Add(ks.writeTimeout)
+	for {
+		if err := k.drainSource(ks, d); err != nil {
+			return err
+		}
+		passed := ks.sm.Slot(d).Passed
+		quiet := false
+		if d == sockmap.ToServer {
+			pos, err := readPosition(ks.cfd)
+			if err != nil {
+				return err
+			}
+			quiet = pos-ks.r0 == ks.consumed[d]
+		} else if n, err := unix.IoctlGetInt(ks.sfd, unix.SIOCINQ); err != nil {
+			return fmt.Errorf("queued server bytes: %w", err)
+		} else if n == 0 {
+			before := ks.consumed[d]
+			if err := k.drainSource(ks, d); err != nil {
+				return err
+			}
+			quiet = ks.consumed[d] == before && ks.sm.Slot(d).Passed == passed
+		}
+		if quiet && passed <= ks.consumed[d] {
+			ks.base[d] = ks.consumed[d] - passed
+			ks.sm.Ack(d, passed)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("the splice did not settle")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// drainSource reads direction d's source until it has nothing more and writes
+// what it read on. It stops at EOF.
+func (k *kernelRelay) drainSource(ks *ksession, d sockmap.Dir) error {
+	src := ks.cfd
+	if d == sockmap.ToClient {
+		src = ks.sfd
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := unix.Read(src, buf)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EAGAIN):
+			return nil
+		case err != nil:
+			return err
+		case n == 0:
+			return errEOF
+		}
+		ks.consumed[d] += uint64(n)
+		if err := k.send(ks, d, buf[:n]); err != nil {
+			return err
+		}
+	}
+}
