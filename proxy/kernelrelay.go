@@ -29,8 +29,9 @@ type kernelRelay struct {
 	tick    time.Duration // how often the loop looks at the slots
 	epfd    int
 	wake    int
-	injLn   *net.TCPListener // injector connections (see sockmap.Inject)
-	injMu   sync.Mutex       // one dial and accept at a time
+	injLn   *net.TCPListener // injector connections (see sockmap.Injector)
+	injMu   sync.Mutex       // one dial and accept at a time; guards injPool
+	injPool []*injector      // injectors between sessions
 
 	mu       sync.Mutex
 	byFD     map[int32]*ksession
@@ -135,12 +136,20 @@ func (k *kernelRelay) close() {
 	one[0] = 1
 	unix.Write(k.wake, one[:])
 	<-k.done
+	k.dropInjectors()
 	k.injLn.Close()
 	k.sm.Close()
 }
 
-// Entries counts the sockets in the maps (for tests: empty when no session is on).
-func (k *kernelRelay) entries() (int, int) { return k.sm.Entries() }
+// Entries counts the sockets of sessions in the maps, TCP and unix (empty when no
+// session is on): injectors kept for later sessions do not count.
+func (k *kernelRelay) entries() (int, int) {
+	tcp, unix := k.sm.Entries()
+	k.injMu.Lock()
+	tcp -= len(k.injPool)
+	k.injMu.Unlock()
+	return tcp, unix
+}
 
 // run waits for hang-ups through Go's poller (the epoll set is itself pollable),
 // so that no thread blocks in epoll_wait holding a processor, and sweeps the
@@ -236,7 +245,7 @@ type ksession struct {
 	w0           uint64        // bytes written to the client socket before the splice
 	wrote        atomic.Uint64 // bytes the proxy itself wrote to the client since
 	sndbuf       int           // the server socket's send buffer
-	injW, injR   int           // injector connection's ends, -1 until needed
+	inj          *injector     // nil until needed
 	injected     uint64        // bytes written to the injector
 	spliced      bool          // client bytes may have been redirected to the server
 	r0           uint64        // client bytes read before the splice (readPosition)

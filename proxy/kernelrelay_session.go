@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"time"
@@ -36,7 +35,7 @@ func (k *kernelRelay) relay(client *net.TCPConn, backend *net.UnixConn, writeTim
 		unix.Close(cfd)
 		return RelayResult{}, err
 	}
-	ks := &ksession{cfd: cfd, sfd: sfd, injW: -1, injR: -1, writeTimeout: writeTimeout, ev: make(chan struct{}, 1),
+	ks := &ksession{cfd: cfd, sfd: sfd, writeTimeout: writeTimeout, ev: make(chan struct{}, 1),
 		progressAt: time.Now()}
 	if ks.sndbuf, err = unix.GetsockoptInt(sfd, unix.SOL_SOCKET, unix.SO_SNDBUF); err == nil {
 		ks.w0, _, err = written(cfd)
@@ -185,6 +184,13 @@ func (k *kernelRelay) forwardHeld(ks *ksession, d sockmap.Dir) error {
 		if err := k.settle(ks); err != nil {
 			return err
 		}
+		if d == sockmap.ToServer && ks.spliced && ks.consumed[d] != before {
+			// The program counts an injected packet just before the kernel queues
+			// it behind what was redirected before (a few instructions later, on the
+			// CPU that ran it): leave that a wide margin before the acknowledgement
+			// below lets client bytes redirect again.
+			time.Sleep(injectMargin)
+		}
 		acked := ks.consumed[d] - ks.base[d]
 		ks.sm.Ack(d, acked)
 		if ks.sm.Slot(d).Passed == acked {
@@ -217,7 +223,7 @@ func (k *kernelRelay) send(ks *ksession, d sockmap.Dir, b []byte) error {
 	if err := k.injector(ks); err != nil {
 		return err
 	}
-	if err := writeAll(ks.injW, b, ks.writeTimeout); err != nil {
+	if err := writeAll(ks.inj.w, b, ks.writeTimeout); err != nil {
 		return err
 	}
 	ks.injected += uint64(len(b))
@@ -235,51 +241,24 @@ func (k *kernelRelay) settle(ks *ksession) error {
 	}) {
 		return errors.New("injected bytes did not reach the server's queue")
 	}
-	// The program counts a packet just before the kernel queues it behind what was
-	// redirected before (a few instructions later, on the CPU that ran it): leave
-	// that a wide margin before an acknowledgement lets client bytes redirect again.
-	time.Sleep(injectMargin)
 	return nil
 }
 
-// injector connects the session's injector on first use.
+// injector gives the session an injector on first use.
 func (k *kernelRelay) injector(ks *ksession) error {
-	if ks.injW >= 0 {
+	if ks.inj != nil {
 		return nil
 	}
-	k.injMu.Lock()
-	w, err := net.DialTCP("tcp", nil, k.injLn.Addr().(*net.TCPAddr))
-	var r *net.TCPConn
-	if err == nil {
-		r, err = k.injLn.AcceptTCP()
-		if err != nil {
-			w.Close()
-		}
-	}
-	k.injMu.Unlock()
+	in, err := k.takeInjector()
 	if err != nil {
-		return fmt.Errorf("injector: %w", err)
-	}
-	defer w.Close()
-	defer r.Close()
-	w.SetNoDelay(true)
-	if ks.injW, err = dupSocket(w); err != nil {
 		return err
 	}
-	if ks.injR, err = dupSocket(r); err != nil {
+	if err := ks.sm.UseInjector(in.sm); err != nil {
+		k.dropInjector(in)
 		return err
 	}
-	return ks.sm.AddInjector(ks.injR)
-}
-
-// closeInjector closes the injector's sockets (after the session left the maps).
-func (ks *ksession) closeInjector() {
-	for _, fd := range []int{ks.injW, ks.injR} {
-		if fd >= 0 {
-			unix.Close(fd)
-		}
-	}
-	ks.injW, ks.injR = -1, -1
+	ks.inj = in
+	return nil
 }
 
 var errEOF = errors.New("end of stream")
@@ -325,16 +304,26 @@ func (k *kernelRelay) finish(ks *ksession, end RelayEnd, log *zap.Logger) RelayR
 		if end == EndTerminate {
 			res.Idle = k.probeIdle(ks)
 		}
-		k.drained(ks, sockmap.ToServer, time.Now().Add(serverDrain))
+		if !res.Idle {
+			// An answered probe went behind everything queued for the server, so
+			// the queue is empty; otherwise wait for it to drain.
+			k.drained(ks, sockmap.ToServer, time.Now().Add(serverDrain))
+		}
 	case EndServerClosed:
 		// The server's last words (an error saying why) reach the client.
 		k.drained(ks, sockmap.ToClient, time.Now().Add(ks.writeTimeout))
 		k.forwardHeld(ks, sockmap.ToClient)
 	}
+	// An injector whose bytes all reached the server's queue can serve the next
+	// session.
+	clean := ks.inj != nil && ks.sm.Slot(sockmap.Inject).Bytes == ks.injected
 	if err := ks.sm.Remove(); err != nil {
 		log.Warn("kernel relay: remove session from maps", zap.Error(err))
 	}
-	ks.closeInjector()
+	if ks.inj != nil {
+		k.releaseInjector(ks.inj, clean)
+		ks.inj = nil
+	}
 	if end == EndStalled {
 		unix.SetsockoptLinger(ks.cfd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
 	}
@@ -397,10 +386,10 @@ func (k *kernelRelay) probeIdle(ks *ksession) bool {
 	if !st.Boundary || st.Unsynced || st.Flags&sockmap.FlagLost != 0 {
 		return false
 	}
+	handed := ks.sm.Slot(sockmap.ToClient).Passed
+	// Client bytes are held: nothing can overtake the Sync, and its answer shows
+	// that it, and everything queued before it, reached the server.
 	if err := k.send(ks, sockmap.ToServer, syncMsg); err != nil {
-		return false
-	}
-	if err := k.settle(ks); err != nil {
 		return false
 	}
 	want := []byte{'Z', 0, 0, 0, 5, 'I'}
@@ -425,8 +414,8 @@ func (k *kernelRelay) probeIdle(ks *ksession) bool {
 	if string(got) != string(want) {
 		return false
 	}
-	// Nothing may follow.
-	time.Sleep(settleTime)
-	n, _ := unix.IoctlGetInt(ks.sfd, unix.SIOCINQ)
-	return n == 0
+	// Nothing may have come with it: the server's direction is held, so every byte
+	// it sent was handed over and counted. A byte it sends later stays in the
+	// socket for whoever reads the connection next, as on the pump.
+	return ks.sm.Slot(sockmap.ToClient).Passed-handed == uint64(len(want))
 }

@@ -81,26 +81,43 @@ func (s *Session) link(client, server int) error {
 	return nil
 }
 
-// AddInjector adds the receiving end of a TCP connection whose bytes go to the
-// server behind what was redirected to it before: what the proxy writes on the
-// other end follows the kernel's queue instead of overtaking it.
-func (s *Session) AddInjector(fd int) error {
+// Injector is the receiving end of a TCP connection in the TCP map. While a
+// session uses it, its bytes go to that session's server behind what was
+// redirected to it before: what the proxy writes on the other end follows the
+// kernel's queue instead of overtaking it. Between sessions it carries nothing.
+type Injector struct{ cookie uint64 }
+
+// NewInjector puts fd, the receiving end of a TCP connection, into the TCP map.
+func (r *Relay) NewInjector(fd int) (*Injector, error) {
 	c, err := Cookie(fd)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	if err := r.tcp.Put(c, uint64(fd)); err != nil {
+		return nil, fmt.Errorf("add injector socket: %w", err)
+	}
+	return &Injector{cookie: c}, nil
+}
+
+// DropInjector takes an injector out of the TCP map.
+func (r *Relay) DropInjector(in *Injector) error {
+	if err := r.tcp.Delete(in.cookie); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("remove injector socket: %w", err)
+	}
+	return nil
+}
+
+// UseInjector sends the injector's bytes to the session's server until Remove.
+func (s *Session) UseInjector(in *Injector) error {
 	r := s.r
 	r.write(s.idx, Inject, offFlags, FlagLost) // not a client: no Terminate to find
 	v := make([]byte, 16)
 	binary.NativeEndian.PutUint64(v, s.cs)
 	binary.NativeEndian.PutUint32(v[8:], 3*s.idx+uint32(Inject))
-	if err := r.route.Put(c, v); err != nil {
+	if err := r.route.Put(in.cookie, v); err != nil {
 		return fmt.Errorf("route injector: %w", err)
 	}
-	s.inject = c
-	if err := r.tcp.Put(c, uint64(fd)); err != nil {
-		return fmt.Errorf("add injector socket: %w", err)
-	}
+	s.inject = in.cookie
 	return nil
 }
 
@@ -130,7 +147,8 @@ func (s *Session) Ack(d Dir, n uint64) { s.r.write(s.idx, d, offAck, n) }
 // past it, messages are handed to the proxy and FlagOverLimit is set. 0: no limit.
 func (s *Session) Limit(d Dir, n uint64) { s.r.write(s.idx, d, offLimit, n) }
 
-// Remove takes both sockets out of the maps and frees the slot. Bytes still queued
+// Remove takes both sockets out of the maps, unroutes the session's injector and
+// frees the slot. Bytes still queued
 // in the kernel for either socket are dropped: hold both directions and drain
 // first.
 func (s *Session) Remove() error {
@@ -149,10 +167,7 @@ func (s *Session) Remove() error {
 		s.inUnix = false
 	}
 	if s.inject != 0 {
-		if err := r.tcp.Delete(s.inject); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			errs = append(errs, fmt.Errorf("remove injector socket: %w", err))
-		}
-		r.route.Delete(s.inject)
+		r.route.Delete(s.inject) // the injector stays in the TCP map, carrying nothing
 		s.inject = 0
 	}
 	if s.routed {

@@ -88,7 +88,11 @@ func TestSplice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Server to client: redirected at once.
+	// Both directions start held. Server to client, released: redirected.
+	if st := s.Slot(sockmap.ToClient); st.Hold == 0 {
+		t.Fatalf("server direction not held at the start: %+v", st)
+	}
+	s.Hold(sockmap.ToClient, false)
 	want := bytes.Repeat([]byte("server says "), 1000)
 	p.server.Write(want)
 	if got := readN(t, p.client, len(want)); !bytes.Equal(got, want) {
