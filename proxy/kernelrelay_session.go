@@ -15,7 +15,7 @@ import (
 const (
 	settleTime   = 2 * time.Millisecond // for a program already running to finish
 	serverDrain  = 5 * time.Second      // for the server to take what was redirected to it
-	pauseTimeout = time.Second          // a backlog that takes longer to drain moves the session to a pump
+	pauseTimeout = time.Second          // a backlog that takes longer to drain is looked at again at the next tick
 	injectMargin = 100 * time.Microsecond
 )
 

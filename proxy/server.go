@@ -86,12 +86,12 @@ type Config struct {
 	// plaintext sessions to the epoll pumps (for comparison and debugging); the
 	// same as Relay RelayGoroutine.
 	GoroutineRelay bool
-	// Relay is how plaintext sessions are relayed after login: RelayAuto (the
-	// default), RelayKernel, RelayEpoll or RelayGoroutine.
+	// Relay is how plaintext sessions are relayed after login: RelayEpoll (the
+	// default), RelayAuto, RelayKernel or RelayGoroutine.
 	Relay string
 	// KernelBacklog caps the bytes a direction of a kernel-relayed session may have
-	// in flight beyond what its receiver took; past it the direction pauses until
-	// they are taken, or moves to a pump (default 4 MiB).
+	// in flight beyond what its receiver took; past it the direction's new bytes
+	// wait until they are taken, then the proxy forwards them (default 4 MiB).
 	KernelBacklog int
 	// KernelLoadFails makes the kernel relay's programs fail to load, as on a
 	// kernel without them (for tests of the fallback).
@@ -175,7 +175,7 @@ func New(cfg Config, b Branches, log *zap.Logger) (*Server, error) {
 		return nil, fmt.Errorf("proxy: tls mode %q: want disable, allow or require", cfg.TLSMode)
 	}
 	if cfg.Relay == "" {
-		cfg.Relay = RelayAuto
+		cfg.Relay = RelayEpoll
 		if cfg.GoroutineRelay {
 			cfg.Relay = RelayGoroutine
 		}
