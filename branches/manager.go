@@ -98,6 +98,7 @@ type Manager struct {
 	forks      forkState                     // fork_stopped.go
 
 	proxyAddr atomic.Pointer[string] // where clients connect, for connection strings
+	lock      *os.File               // the state directory's lock (statelock.go)
 }
 
 type key struct{ source, name string }
@@ -174,6 +175,22 @@ func New(ctx context.Context, cfg Config, log *zap.Logger) (*Manager, error) {
 	if err := makeDirs(cfg.StateDir); err != nil {
 		return nil, err
 	}
+	lock, err := lockStateDir(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	m, err := open(ctx, cfg, log)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	m.lock = lock
+	return m, nil
+}
+
+// open opens the catalog, reconciles and starts the reaper; New holds the state
+// directory's lock.
+func open(ctx context.Context, cfg Config, log *zap.Logger) (*Manager, error) {
 	if cfg.Catalog == "" {
 		cfg.Catalog = filepath.Join(cfg.StateDir, "catalog.db")
 	}
@@ -274,7 +291,11 @@ func (m *Manager) Close(ctx context.Context) error {
 	if err := m.cat.Touch(ctx, touched); err != nil {
 		m.log.Warn("record last use", zap.Error(err))
 	}
-	return m.cat.Close()
+	err := m.cat.Close()
+	if m.lock != nil {
+		m.lock.Close() // the next serve may have the directory
+	}
+	return err
 }
 
 func (m *Manager) branchDir(id int64) string {
