@@ -99,6 +99,7 @@ type Manager struct {
 
 	proxyAddr atomic.Pointer[string] // where clients connect, for connection strings
 	lock      *os.File               // the state directory's lock (statelock.go)
+	disown    func()                 // gives up the catalog (catalog.Own)
 }
 
 type key struct{ source, name string }
@@ -199,16 +200,23 @@ func open(ctx context.Context, cfg Config, log *zap.Logger) (*Manager, error) {
 		return nil, err
 	}
 	log.Info("catalog", zap.String("backend", cat.Backend()), zap.String("at", catalog.Redact(cfg.Catalog)))
+	disown, err := cat.Own(ctx)
+	if err != nil {
+		cat.Close()
+		return nil, err
+	}
 	running, _ := simplelru.NewLRU[key, struct{}](math.MaxInt32, nil)
 	m := &Manager{cfg: cfg, log: log, cat: cat, branches: map[key]*branch{}, sources: map[string]*sourceState{},
 		running: running, kick: make(chan struct{}, 1), reaperDone: make(chan struct{}),
-		creating: make(chan struct{}, cfg.MaxCreating)}
+		creating: make(chan struct{}, cfg.MaxCreating), disown: disown}
 	if err := m.reconcile(ctx); err != nil {
+		disown()
 		cat.Close()
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
 	mode, err := overlay.ProbeCopyUp(filepath.Join(cfg.StateDir, "probe"))
 	if err != nil {
+		disown()
 		cat.Close()
 		return nil, fmt.Errorf("probe OverlayFS copy-up under %s: %w", cfg.StateDir, err)
 	}
@@ -291,6 +299,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	if err := m.cat.Touch(ctx, touched); err != nil {
 		m.log.Warn("record last use", zap.Error(err))
 	}
+	m.disown()
 	err := m.cat.Close()
 	if m.lock != nil {
 		m.lock.Close() // the next serve may have the directory
