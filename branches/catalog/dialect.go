@@ -23,6 +23,9 @@ type dialect interface {
 	isUnique(err error) bool
 	// unavailable reports whether err says the database could not be reached.
 	unavailable(err error) bool
+	// deadConn reports whether err is a pooled connection found dead before
+	// anything was sent on it (its server restarted): another connection may work.
+	deadConn(err error) bool
 	// lockSchema serializes schema creation between processes opening the catalog at once.
 	lockSchema(ctx context.Context, tx *sql.Tx) error
 	// lockSeeds serializes the numbering of a source's seed generations.

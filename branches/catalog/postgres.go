@@ -59,6 +59,11 @@ func (postgresDialect) isUnique(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "23505" // unique_violation
 }
 
+// deadConn: pgx found the connection broken before it sent anything.
+func (postgresDialect) deadConn(err error) bool {
+	return errors.Is(err, driver.ErrBadConn) || pgconn.SafeToRetry(err)
+}
+
 // unavailable: the server could not be reached or went away (connect errors,
 // broken connections, SQLSTATE class 08, shutdown and cannot-connect-now codes,
 // too many connections). An error the server returned for a statement is not.

@@ -43,7 +43,7 @@ func (t *txn) queryRow(ctx context.Context, query string, args ...any) *sql.Row 
 // read a row and then write what depends on it lock the row first, see
 // dialect.forUpdate).
 func (c *Catalog) tx(ctx context.Context, fn func(sqlTx) error) error {
-	tx, err := c.db.BeginTx(ctx, nil)
+	tx, err := c.begin(ctx)
 	if err != nil {
 		return err
 	}
@@ -52,6 +52,22 @@ func (c *Catalog) tx(ctx context.Context, fn func(sqlTx) error) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// maxDeadConns bounds how many dead pooled connections begin passes over: after
+// the catalog's server restarted, every connection in the pool is dead.
+const maxDeadConns = 16
+
+// begin begins a transaction. A pooled connection found dead when BEGIN is sent
+// is closed by the driver; begin tries the next one, so that the first operation
+// after the catalog comes back does not fail for the pool's stale connections.
+func (c *Catalog) begin(ctx context.Context) (*sql.Tx, error) {
+	for i := 0; ; i++ {
+		tx, err := c.db.BeginTx(ctx, nil)
+		if err == nil || i == maxDeadConns || !c.d.deadConn(err) {
+			return tx, err
+		}
+	}
 }
 
 // check marks *err as ErrUnavailable when the backend says the database could not

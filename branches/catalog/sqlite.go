@@ -51,6 +51,7 @@ func (sqliteDialect) isUnique(err error) bool {
 
 // A file in the state directory does not go away the way a server does.
 func (sqliteDialect) unavailable(error) bool { return false }
+func (sqliteDialect) deadConn(error) bool    { return false }
 
 // The single connection (openSQLite) already serializes every transaction.
 func (sqliteDialect) lockSchema(context.Context, *sql.Tx) error        { return nil }
