@@ -69,6 +69,7 @@ func (m *Manager) claimLocked(k key, route router.Route, tried bool) *op {
 		go m.refillPools()
 		return nil
 	}
+	prev := member.rec
 	delete(m.branches, mk)
 	m.running.Remove(mk)
 	id := member.rec.ID
@@ -85,9 +86,11 @@ func (m *Manager) claimLocked(k key, route router.Route, tried bool) *op {
 		}
 		if err != nil {
 			m.log.Error("claim pooled branch", zap.String("source", k.source), zap.String("branch", k.name), zap.Error(err))
+			m.unclaim(k, mk, member, prev)
 			if derr := m.destroyBranch(ctx, member, "claim failed"); derr != nil {
 				m.log.Error("destroy pooled branch after a failed claim", zap.Error(derr))
 			}
+			m.refillSoon()
 			return fmt.Errorf("%w for %q: %w", errClaimFailed, k.name, err)
 		}
 		m.markPersisted(member, cl.At)
@@ -96,6 +99,23 @@ func (m *Manager) claimLocked(k key, route router.Route, tried bool) *op {
 		m.refillSoon()
 		return nil
 	})
+}
+
+// unclaim puts a member whose claim the catalog did not record back as it was, under
+// its pool name mk: the catalog still has it so, and the claiming connection must not
+// find it under k whatever happens to it next.
+func (m *Manager) unclaim(k, mk key, member *branch, prev catalog.Branch) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.branches[k] == member {
+		delete(m.branches, k)
+		m.running.Remove(k)
+	}
+	member.rec = prev
+	m.branches[mk] = member
+	if member.inst != nil {
+		m.running.Add(mk, struct{}{})
+	}
 }
 
 // errClaimFailed: recording a claim failed and the member was destroyed; the
@@ -204,16 +224,23 @@ func (m *Manager) newMemberLocked(source string, s *sourceState) error {
 	b := &branch{rec: catalog.Branch{Source: source, Name: k.name, SeedID: s.seed.ID, Layers: []string{s.seed.Dir},
 		State: catalog.Creating, Pooled: true}}
 	m.branches[k] = b
-	m.startOp(b, "create", func(ctx context.Context) error {
+	o := m.startOp(b, "create", func(ctx context.Context) error {
 		start := time.Now()
 		if err := m.create(ctx, b, "warm pool"); err != nil {
 			return err
 		}
 		m.prewarm(ctx, b)
 		m.cfg.Metrics.took("pool_refill", time.Since(start))
-		go m.refillPools() // this creation's slot is free: fill the pool on, not at the next reaper pass
 		return nil
 	})
+	go func() {
+		// Once the operation has ended (its slot is free), fill the pool on rather
+		// than at the next reaper pass; a failed creation waits for that pass.
+		<-o.done
+		if o.err == nil {
+			m.refillPools()
+		}
+	}()
 	return nil
 }
 
