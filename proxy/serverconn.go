@@ -72,7 +72,11 @@ func OpenIdle(ctx context.Context, dial func(context.Context) (net.Conn, error),
 	}
 	// A backend's first query fills its catalog caches; run one now so that the
 	// first client's first query costs what it costs on a reused session.
-	if err := sc.warm(warmTimeout); err != nil {
+	timeout := warmTimeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(d))
+	}
+	if err := sc.warm(timeout); err != nil {
 		sc.Close()
 		return nil, fmt.Errorf("warm a server session: %w", err)
 	}
