@@ -167,6 +167,7 @@ func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, erro
 		case <-o.done:
 			if errors.Is(o.err, errClaimFailed) && !claimed {
 				claimed = true // at most one claim per connection; then a cold create
+				created = false
 				continue
 			}
 			if o.err != nil {
