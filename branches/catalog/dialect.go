@@ -76,5 +76,12 @@ func Redact(dsn string) string {
 	if err != nil {
 		return "(a URL that does not parse)"
 	}
+	q := u.Query()
+	for k := range q {
+		if lk := strings.ToLower(k); lk == "password" || lk == "sslpassword" {
+			q.Set(k, "xxxxx")
+		}
+	}
+	u.RawQuery = q.Encode()
 	return u.Redacted()
 }
