@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog/catalogtest"
 )
 
 // TestSecondServeRefused: a second serve on a state directory in use stops before it
@@ -44,19 +42,7 @@ func TestSecondServeRefused(t *testing.T) {
 func TestCatalogOwnedByOneServe(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cat, err := catalogtest.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cat.Stop(); err != nil {
-			t.Errorf("stop the catalog server: %v", err)
-		}
-	})
-	url, err := cat.NewDatabase(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, url := startCatalog(t, ctx)
 	s := startServer(t, newStateDir(t), "--catalog", url)
 	s.seedSQL("app", lifecycleSQL)
 	c := s.connect(t, "app@first")
