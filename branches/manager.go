@@ -134,6 +134,8 @@ type sourceState struct {
 	src  catalog.Source
 	seed *catalog.Seed  // the newest ready seed; nil while the first one builds
 	keys map[string]int // startup keys its clients used, with counts
+
+	lastClaim time.Time // when a connection last claimed one of its pool members
 }
 
 // New opens the catalog in cfg.StateDir, reconciles what a previous run left behind

@@ -70,6 +70,7 @@ func (m *Manager) claimLocked(k key, route router.Route, tried bool) *op {
 		return nil
 	}
 	prev := member.rec
+	s.lastClaim = m.now()
 	delete(m.branches, mk)
 	m.running.Remove(mk)
 	id := member.rec.ID
@@ -147,6 +148,16 @@ func (m *Manager) refillSoon() {
 	}
 }
 
+// refillNow reports whether a pool that has have of its want members (fewer) should
+// start creating more now, sinceClaim after its last claim. While claims keep coming (a
+// test suite's burst, a fan-out), server starts would take the cores from the
+// claimed branches' first queries, so a pool at least half full waits until
+// claims pause for claimRefillDelay; below half it refills at once, before the
+// burst runs it dry.
+func refillNow(have, want int, sinceClaim time.Duration) bool {
+	return sinceClaim >= claimRefillDelay || 2*have < want
+}
+
 // refillPools brings every source's pool to its size: stale members (an older
 // generation, stopped, or beyond the size) are destroyed and new ones created, as
 // long as MaxRunning and the disk budget leave room. Creations of pool members are
@@ -178,6 +189,10 @@ func (m *Manager) refillPools() {
 				continue
 			}
 			have++
+		}
+		if have < want && !refillNow(have, want, m.now().Sub(s.lastClaim)) {
+			m.refillSoon() // claims are coming in: their clients' queries go first
+			continue
 		}
 		for ; have < want && s.seed != nil && refilling < maxRefill && m.poolRoomLocked(); have++ {
 			if err := m.newMemberLocked(name, s); err != nil {

@@ -2,6 +2,7 @@ package branches
 
 import (
 	"testing"
+	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 )
@@ -37,5 +38,25 @@ func TestTopKeys(t *testing.T) {
 	}
 	if got := topKeys(map[string]int{"a": 1}, 3); len(got) != 1 {
 		t.Fatalf("topKeys of one key = %q", got)
+	}
+}
+
+func TestRefillNow(t *testing.T) {
+	for _, c := range []struct {
+		have, want int
+		since      time.Duration
+		now        bool
+	}{
+		{4, 5, time.Millisecond, false},     // a claim just now, pool mostly full: wait
+		{4, 5, claimRefillDelay, true},      // claims paused
+		{2, 5, time.Millisecond, true},      // below half: refill before the burst empties it
+		{100, 200, time.Millisecond, false}, // exactly half: still waits
+		{99, 200, time.Millisecond, true},   // below half
+		{0, 1, time.Millisecond, true},      // an empty pool never waits
+		{3, 5, time.Hour, true},             // no recent claim
+	} {
+		if got := refillNow(c.have, c.want, c.since); got != c.now {
+			t.Errorf("refillNow(%d, %d, %s) = %v, want %v", c.have, c.want, c.since, got, c.now)
+		}
 	}
 }
