@@ -143,6 +143,9 @@ func addTargets(rep *report) {
 	below := func(x float64) func(float64) bool { return func(v float64) bool { return v < x } }
 	rep.check("pooled new-branch first query p50 ≤ 5 ms", "new_branch_first_query_ms/p50/pooled", func(v float64) bool { return v <= 5 })
 	rep.check("pooled first query ≤ 1.5× a reused connect (paired)", "new_branch_first_query_ratio/pooled_vs_reused", func(v float64) bool { return v <= 1.5 })
+	rep.check("fan-out of 20 within the pool: p95 ≤ 3× the single pooled p50", "fanout20_ratio/pooled_p95_vs_single_p50", func(v float64) bool { return v <= 3 })
+	rep.check("200-test suite: pooled beats template clones", "test_suite_ratio/pooled_branches_vs_template", below(1))
+	rep.check("200-test suite: pooled (--warm 200) within 1.5× one shared database", "test_suite_ratio/pooled_deep_branches_vs_shared", func(v float64) bool { return v <= 1.5 })
 	rep.check("proxy with reuse ≥ 1.2× PgBouncer on pgbench -C", "connect_per_txn_ratio/proxy_reuse_vs_pgbouncer", atLeast(1.2))
 	rep.check("proxy ≥ PgBouncer, select-only c1 (paired ratio ≥ 1)", "select_only_c1_ratio/proxy_vs_pgbouncer", atLeast(1))
 	rep.check("proxy ≥ PgBouncer, select-only c8 (paired ratio ≥ 1)", "select_only_c8_ratio/proxy_vs_pgbouncer", atLeast(1))

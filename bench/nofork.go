@@ -13,9 +13,9 @@ import (
 
 // noFork measures what keeping forked processes ready buys: a new branch claimed
 // from the warm pool against a connect to an existing branch whose server session
-// is reused; 20 new branches at once within the pool; connect-per-transaction with
-// server-session reuse on and off next to PgBouncer; and a 200-test suite run four
-// ways on the same data. Two proxies of their own serve the small data set: one
+// is reused; 20 new branches at once within the pool, then the same 20 again;
+// connect-per-transaction with server-session reuse on and off next to PgBouncer;
+// and a 200-test suite run five ways on the same data. Two proxies of their own serve the small data set: one
 // with a pool and reuse, one with neither.
 func noFork(ctx context.Context, e *env, d *dataset, rep *report) error {
 	cfg := e.cfg
@@ -76,18 +76,28 @@ func noFork(ctx context.Context, e *env, d *dataset, rep *report) error {
 	if _, err := warm.cli(ctx, "source", "set", d.name, "--warm", "20"); err != nil {
 		return err
 	}
-	var fan []float64
+	// Each round's 20 names are connected to again at once, now running with a
+	// parked server session each: what 20 connects at once cost without a claim.
+	var fan, again []float64
 	for r := range cfg.fanoutRounds {
 		if err := warm.waitPooled(ctx, 20); err != nil {
 			return err
 		}
-		durs, err := concurrentFirstQueries(ctx, 20, func(i int) string { return warm.dsn(fmt.Sprintf("%s@fan-%d-%d", d.name, r, i)) })
+		dsn := func(i int) string { return warm.dsn(fmt.Sprintf("%s@fan-%d-%d", d.name, r, i)) }
+		durs, err := concurrentFirstQueries(ctx, 20, dsn)
 		if err != nil {
 			return err
 		}
 		fan = append(fan, durs...)
+		if durs, err = concurrentFirstQueries(ctx, 20, dsn); err != nil {
+			return err
+		}
+		again = append(again, durs...)
 	}
 	rep.latency("fanout20_first_query_ms", "pooled", fan, true, "20 new names at once, each claimed from --warm 20")
+	rep.latency("fanout20_first_query_ms", "reused", again, true, "the same 20 names at once again, each running with a parked server session")
+	rep.quotient("fanout20_ratio/pooled_p95_vs_single_p50", "fanout20_first_query_ms/p95/pooled", "new_branch_first_query_ms/p50/pooled", "20 at once against one alone")
+	rep.quotient("fanout20_ratio/pooled_vs_reused_p95", "fanout20_first_query_ms/p95/pooled", "fanout20_first_query_ms/p95/reused", "claims against connects to the same branches, 20 at once")
 	if _, err := warm.cli(ctx, "source", "set", d.name, "--warm", "5"); err != nil {
 		return err
 	}
@@ -195,7 +205,10 @@ func connectPerTxn(ctx context.Context, e *env, warm, cold *proxyServer, d *data
 }
 
 // testSuites runs the same 200 tests (connect, 3 small writes, SELECT, close, each on
-// a database of its own) with 4 workers four ways, and reports each wall time.
+// a database of its own) with 4 workers five ways, and reports each wall time:
+// ephemeral branches from a pool of 5 and from a pool of 200 filled beforehand (as
+// IntegreSQL fills its pool while tests compile), ephemeral branches without a
+// pool, template clones, and one shared database.
 func testSuites(ctx context.Context, e *env, warm, cold *proxyServer, d *dataset, rep *report) error {
 	const tests, workers = 200, 4
 	body := func(c *pgx.Conn, i int) error {
@@ -302,11 +315,24 @@ func testSuites(ctx context.Context, e *env, warm, cold *proxyServer, d *dataset
 		{"cold_branches", onBranch(cold, "suite")},
 		{"template_clone", template},
 		{"shared_truncate", shared},
+		// Last: 200 servers started ahead, as a suite's set-up would, and their
+		// ephemeral destroys, must not run beside another suite.
+		{"pooled_deep_branches", onBranch(warm, "deep")},
 	} {
-		if s.name == "pooled_branches" {
+		switch s.name {
+		case "pooled_branches":
 			if err := warm.waitPooled(ctx, 5); err != nil {
 				return err
 			}
+		case "pooled_deep_branches":
+			start := time.Now()
+			if _, err := warm.cli(ctx, "source", "set", d.name, "--warm", "200"); err != nil {
+				return err
+			}
+			if err := warm.waitPooled(ctx, 200); err != nil {
+				return err
+			}
+			rep.add(row{Name: "pool_fill_200_s", Unit: "s", Value: time.Since(start).Seconds(), N: 1, Note: "source set --warm 200 until 200 are pooled"})
 		}
 		dur, err := run(s.test)
 		if err != nil {
@@ -316,5 +342,9 @@ func testSuites(ctx context.Context, e *env, warm, cold *proxyServer, d *dataset
 			Note: "200 tests × (connect, 3 INSERTs, SELECT, close), 4 workers"})
 		e.logf("test suite %s: %s", s.name, dur.Round(time.Millisecond))
 	}
+	for _, name := range []string{"pooled_branches", "pooled_deep_branches", "template_clone"} {
+		rep.quotient("test_suite_ratio/"+name+"_vs_shared", "test_suite_200_s/"+name, "test_suite_200_s/shared_truncate", "wall time, same run")
+	}
+	rep.quotient("test_suite_ratio/pooled_branches_vs_template", "test_suite_200_s/pooled_branches", "test_suite_200_s/template_clone", "wall time, same run")
 	return nil
 }

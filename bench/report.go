@@ -174,3 +174,14 @@ func writeJSON(path string, ms []metric) error {
 	}
 	return nil
 }
+
+// quotient adds name as the value of row num over the value of row den, when both
+// were measured in this run.
+func (r *report) quotient(name, num, den, note string) {
+	a, okA := r.get(num)
+	b, okB := r.get(den)
+	if !okA || !okB || b.Value == 0 {
+		return
+	}
+	r.add(row{Name: name, Unit: "ratio", Value: a.Value / b.Value, Min: math.NaN(), Max: math.NaN(), N: 1, Note: note})
+}
