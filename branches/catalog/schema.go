@@ -60,6 +60,8 @@ CREATE TABLE IF NOT EXISTS transitions (
 	to_state   TEXT NOT NULL,
 	reason     TEXT NOT NULL DEFAULT ''
 );
+CREATE INDEX IF NOT EXISTS transitions_branch ON transitions (source, branch);
+CREATE INDEX IF NOT EXISTS transitions_at ON transitions (at);
 CREATE TABLE IF NOT EXISTS server_settings (
 	source         TEXT NOT NULL,
 	branch         TEXT NOT NULL DEFAULT '',
