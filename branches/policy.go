@@ -23,6 +23,8 @@ type Policy struct {
 	DiskBudget  int64         // bytes all branches may own together; 0: no limit
 	DiskReserve int64         // kept free below the budget
 	MaxRunning  int           // branch servers running at once; 0: no limit
+	HistoryKeep time.Duration // transitions older than this are deleted; 0: kept
+	AuditKeep   time.Duration // audit entries older than this are deleted; 0: kept
 }
 
 // view is what the planner knows of one branch.

@@ -63,6 +63,7 @@ func (m *Manager) reapPass(ctx context.Context) {
 	m.refreshRunningRoles(ctx)
 	m.expireIdle()
 	m.refillPools()
+	m.pruneLogs(ctx)
 	m.updateGauges()
 	if m.cfg.Metrics != nil {
 		m.cfg.Metrics.reapPass.Observe(time.Since(start).Seconds())

@@ -115,6 +115,8 @@ func newServe(g *globalFlags) *cobra.Command {
 	fl.StringVar(&f.diskBudget, "disk-budget", "0", "bytes (e.g. 50GB) or percent of the state dir's filesystem (e.g. 80%) all branches may own; 0: no limit")
 	fl.Var(sizeFlag{&f.policy.DiskReserve}, "disk-reserve", "kept free below --disk-budget")
 	fl.IntVar(&f.policy.MaxRunning, "max-running", 0, "branch servers running at once; the least recently used idle one is stopped to make room (0: no limit)")
+	fl.DurationVar(&f.policy.HistoryKeep, "history-keep", 90*24*time.Hour, "delete branch transitions (branch log) older than this (0: keep them all)")
+	fl.DurationVar(&f.policy.AuditKeep, "audit-keep", 0, "delete audit log entries older than this (0: keep them all)")
 	fl.DurationVar(&f.reapInterval, "reap-interval", 10*time.Second, "how often idle stop, TTLs, quotas and budgets are applied")
 	fl.StringVar(&f.metricsListen, "metrics-listen", "", "also serve /metrics and /healthz on this TCP address")
 	addRuntimeFlags(fl, &f.runtime)
