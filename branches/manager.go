@@ -208,6 +208,13 @@ func open(ctx context.Context, cfg Config, log *zap.Logger) (*Manager, error) {
 		cat.Close()
 		return nil, err
 	}
+	// Only once the catalog is this server's, and known to be this state
+	// directory's, may reconcile remove what it has no row for.
+	if err := bindCatalog(ctx, cat, cfg.StateDir, catalog.Redact(cfg.Catalog)); err != nil {
+		disown()
+		cat.Close()
+		return nil, err
+	}
 	running, _ := simplelru.NewLRU[key, struct{}](math.MaxInt32, nil)
 	m := &Manager{cfg: cfg, log: log, cat: cat, branches: map[key]*branch{}, sources: map[string]*sourceState{},
 		running: running, kick: make(chan struct{}, 1), reaperDone: make(chan struct{}),

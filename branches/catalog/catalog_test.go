@@ -592,3 +592,33 @@ func TestConcurrentUse(t *testing.T) {
 		}
 	})
 }
+
+// TestBind: a catalog is bound to one state directory: the first Bind wins, later
+// ones report the id bound before; HasRecords tells an empty catalog from one in use.
+func TestBind(t *testing.T) {
+	eachBackend(t, func(t *testing.T, bk backend) {
+		ctx := context.Background()
+		c, _ := bk.open(t)
+		if id, err := c.StateID(ctx); err != nil || id != "" {
+			t.Fatalf("StateID of a new catalog = %q, %v; want none", id, err)
+		}
+		if has, err := c.HasRecords(ctx); err != nil || has {
+			t.Fatalf("HasRecords of a new catalog = %v, %v", has, err)
+		}
+		if id, err := c.Bind(ctx, "first"); err != nil || id != "first" {
+			t.Fatalf("first Bind = %q, %v", id, err)
+		}
+		if id, err := c.Bind(ctx, "second"); err != nil || id != "first" {
+			t.Fatalf("second Bind = %q, %v; want the first id kept", id, err)
+		}
+		if id, err := c.StateID(ctx); err != nil || id != "first" {
+			t.Fatalf("StateID = %q, %v", id, err)
+		}
+		if err := c.AddSource(ctx, catalog.Source{Name: "a", Kind: "empty"}); err != nil {
+			t.Fatal(err)
+		}
+		if has, err := c.HasRecords(ctx); err != nil || !has {
+			t.Fatalf("HasRecords with a source = %v, %v", has, err)
+		}
+	})
+}

@@ -19,6 +19,7 @@ type contents struct {
 	Settings    map[string]catalog.ServerSettings
 	Tokens      []catalog.Token
 	Audit       []catalog.AuditEntry
+	StateID     string
 }
 
 func read(t *testing.T, c *catalog.Catalog) contents {
@@ -53,6 +54,9 @@ func read(t *testing.T, c *catalog.Catalog) contents {
 	if k.Audit, err = c.Audit(ctx, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
+	if k.StateID, err = c.StateID(ctx); err != nil {
+		t.Fatal(err)
+	}
 	return k
 }
 
@@ -66,6 +70,8 @@ func fill(t *testing.T, c *catalog.Catalog) {
 			t.Fatal(err)
 		}
 	}
+	_, err := c.Bind(ctx, "state-1")
+	check(err)
 	check(c.AddSource(ctx, catalog.Source{Name: "a", Kind: "sql", Spec: "/a.sql", DefaultDatabase: "app",
 		Options: "mask=1", CreatedAt: at(0), Warm: 2}))
 	check(c.AddSource(ctx, catalog.Source{Name: "b", Kind: "empty", CreatedAt: at(1), Warm: -1}))
@@ -111,7 +117,7 @@ func TestCopy(t *testing.T) {
 					t.Fatalf("Copy: %v", err)
 				}
 				wantN := catalog.Copied{"sources": 2, "seeds": 1, "branches": 2, "transitions": 5,
-					"server_settings": 2, "tokens": 1, "audit": 1}
+					"server_settings": 2, "tokens": 1, "audit": 1, "binding": 1}
 				if !reflect.DeepEqual(n, wantN) {
 					t.Errorf("Copy copied %v, want %v", n, wantN)
 				}

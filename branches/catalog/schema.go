@@ -96,15 +96,26 @@ CREATE TABLE IF NOT EXISTS audit (
 CREATE INDEX IF NOT EXISTS audit_at ON audit (at);
 `
 
+// schemaBinding holds at most one row: the id of the state directory the catalog
+// belongs to (binding.go).
+const schemaBinding = `
+CREATE TABLE IF NOT EXISTS binding (
+	one      <int> PRIMARY KEY CHECK (one = 1),
+	state_id TEXT NOT NULL,
+	bound_at <int> NOT NULL
+);
+`
+
 // table is one table of the catalog, for Copy.
 type table struct {
 	name   string
 	serial bool // has an <id> column whose sequence must continue after copied ids
 }
 
-// tables lists every table of schema and schemaAdmin, in an order in which
+// tables lists every table of schema, schemaAdmin and schemaBinding, in an order in which
 // copying them one after the other is valid.
 var tables = []table{
 	{"sources", false}, {"seeds", true}, {"branches", true}, {"transitions", true},
 	{"server_settings", false}, {"tokens", false}, {"audit", true},
+	{"binding", false}, // Copy carries the state id: the state directory is bound to the copy
 }
