@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -105,8 +106,15 @@ func (s *Server) handle(raw net.Conn) {
 		ce.Write(zap.Duration("startup", time.Since(start)), zap.Bool("reused", reused), zap.Uint32("pid", sc.pid))
 	}
 	_, err = conn.Write(sc.greeting(route.Params["application_name"], sc.pid, secret))
-	keep := err == nil && s.relaySession(conn, raw, sc, log)
-	s.cancels.revoke(sc.pid, secret)
+	// The client's leaving ends the session on the branch: its cancel key is revoked
+	// and the lease released. The kernel relay does that as soon as the client has
+	// left, before it checks whether the server session can be reused.
+	leave := sync.OnceFunc(func() {
+		s.cancels.revoke(sc.pid, secret)
+		lease.Release()
+	})
+	keep := err == nil && s.relaySession(conn, raw, sc, leave, log)
+	leave()
 	s.endSession(lease, sc, keep, route.Params["application_name"], log)
 }
 
@@ -141,9 +149,10 @@ func (s *Server) serverSession(ctx context.Context, lease Lease, params map[stri
 }
 
 // relaySession relays the logged-in session until either side ends it. It reports
-// whether the server session was left idle and can be reset and reused.
-func (s *Server) relaySession(conn, raw net.Conn, sc *serverConn, log *zap.Logger) (keep bool) {
-	keep, handled, done := s.relayInKernel(conn, sc, log)
+// whether the server session was left idle and can be reset and reused. It may call
+// leave once the client has left.
+func (s *Server) relaySession(conn, raw net.Conn, sc *serverConn, leave func(), log *zap.Logger) (keep bool) {
+	keep, handled, done := s.relayInKernel(conn, sc, leave, log)
 	defer done()
 	if handled {
 		return keep
@@ -181,12 +190,12 @@ func (s *Server) relaySession(conn, raw net.Conn, sc *serverConn, log *zap.Logge
 	return keep
 }
 
-// endSession ends the client's session: an idle server session is reset and parked
-// on the branch for the next client with its startup key; any other is closed. The
-// lease is released first: the client has left, and whoever waits for the branch's
-// sessions to end (stop, reset, destroy) must not wait for the reset.
+// endSession ends the client's session, whose lease has been released: an idle
+// server session is reset and parked on the branch for the next client with its
+// startup key; any other is closed. The lease goes first because the client has
+// left, and whoever waits for the branch's sessions to end (stop, reset, destroy)
+// must not wait for the reset.
 func (s *Server) endSession(lease Lease, sc *serverConn, keep bool, appName string, log *zap.Logger) {
-	lease.Release()
 	if keep {
 		if err := sc.reset(appName, s.cfg.CancelTimeout); err != nil {
 			if ce := log.Check(zap.DebugLevel, "server session not reused"); ce != nil {

@@ -252,6 +252,7 @@ type ksession struct {
 	consumed     [2]uint64     // bytes the proxy read from each direction's source
 	base         [2]uint64     // of those, never seen by the program (see forwardInitial)
 	writeTimeout time.Duration
+	left         func() // the client has left (see relay)
 	pending      atomic.Uint32
 	ev           chan struct{}
 

@@ -22,10 +22,12 @@ const (
 // relay splices client and backend and carries the session until it ends. The
 // Go connections are closed (their sockets leave Go's poller, which would wake on
 // every packet); the result's Backend is a new connection on the same server
-// socket when the session ended with it usable. An error means the session could
-// not be spliced and both connections are untouched.
+// socket when the session ended with it usable. left is called once the client has
+// left and its last bytes went on to the server, before the server session is
+// looked at (see finish). An error means the session could not be spliced and both
+// connections are untouched.
 func (k *kernelRelay) relay(client *net.TCPConn, backend *net.UnixConn, writeTimeout time.Duration,
-	stats *RelayStats, log *zap.Logger) (RelayResult, error) {
+	stats *RelayStats, left func(), log *zap.Logger) (RelayResult, error) {
 	cfd, err := dupSocket(client)
 	if err != nil {
 		return RelayResult{}, err
@@ -36,7 +38,7 @@ func (k *kernelRelay) relay(client *net.TCPConn, backend *net.UnixConn, writeTim
 		return RelayResult{}, err
 	}
 	ks := &ksession{cfd: cfd, sfd: sfd, writeTimeout: writeTimeout, ev: make(chan struct{}, 1),
-		progressAt: time.Now()}
+		progressAt: time.Now(), left: left}
 	if ks.sndbuf, err = unix.GetsockoptInt(sfd, unix.SOL_SOCKET, unix.SO_SNDBUF); err == nil {
 		ks.w0, _, err = written(cfd)
 	}
@@ -301,6 +303,10 @@ func (k *kernelRelay) finish(ks *ksession, end RelayEnd, log *zap.Logger) RelayR
 	case EndTerminate, EndClientClosed:
 		// The client's last messages reach the server; its Terminate does not.
 		k.forwardClientTail(ks, log)
+		// The client has left: the branch's session ends now, as on the pumps, and
+		// does not wait for the server's answer to the idle probe (a round trip to
+		// a server that may be slow to answer) or for its queue to drain.
+		ks.left()
 		if end == EndTerminate {
 			res.Idle = k.probeIdle(ks)
 		}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,7 +94,7 @@ func startRelay(t *testing.T, k *kernelRelay, p *kernelPair) *relayRun {
 	log := zaptest.NewLogger(t)
 	go func() {
 		defer close(r.done)
-		r.res, r.err = k.relay(p.proxyClient, p.proxyBackend, 5*time.Second, newRelayStats(RelayKernel), log)
+		r.res, r.err = k.relay(p.proxyClient, p.proxyBackend, 5*time.Second, newRelayStats(RelayKernel), func() {}, log)
 	}()
 	return r
 }
@@ -166,6 +167,47 @@ func TestKernelRelayTerminateKeepsBackend(t *testing.T) {
 	}
 }
 
+// The session ends for the branch once the client has left: the relay reports it
+// before it asks the server whether the server session is idle, so that an admin
+// reset or stop right after a client's Terminate does not find the session open
+// while the server is slow to answer. The server here answers the idle probe only
+// once the client's leaving was reported.
+func TestKernelRelayLeftBeforeIdleProbe(t *testing.T) {
+	k := newTestKernelRelay(t, 4<<20)
+	p := newKernelPair(t)
+	left := make(chan struct{})
+	r := &relayRun{done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.res, r.err = k.relay(p.proxyClient, p.proxyBackend, 5*time.Second, newRelayStats(RelayKernel),
+			sync.OnceFunc(func() { close(left) }), zaptest.NewLogger(t))
+	}()
+	q := pgMsg('Q', "delete from t\x00")
+	p.client.Write(q)
+	if got := readExactly(t, p.server, len(q)); !bytes.Equal(got, q) {
+		t.Fatalf("server got %q", got)
+	}
+	done := append(pgMsg('C', "DELETE 3\x00"), pgMsg('Z', "I")...)
+	p.server.Write(done)
+	readExactly(t, p.client, len(done))
+	p.client.Write(pgMsg('X', ""))
+	p.client.Close()
+	if got := readExactly(t, p.server, len(syncMsg)); !bytes.Equal(got, syncMsg) {
+		t.Fatalf("server got %q, want the idle probe's Sync", got)
+	}
+	select {
+	case <-left:
+	case <-r.done:
+		t.Fatal("the relay ended without reporting that the client left")
+	}
+	p.server.Write(pgMsg('Z', "I"))
+	res := r.wait(t)
+	if res.End != EndTerminate || res.Backend == nil || !res.Idle {
+		t.Fatalf("end %v, backend %v, idle %v; want terminate with an idle backend", res.End, res.Backend, res.Idle)
+	}
+	res.Backend.Close()
+}
+
 // A server that closes gets its last bytes to the client before the end.
 func TestKernelRelayServerClose(t *testing.T) {
 	k := newTestKernelRelay(t, 4<<20)
@@ -216,7 +258,7 @@ func TestKernelRelayFlood(t *testing.T) {
 	stats := newRelayStats(RelayKernel)
 	go func() {
 		defer close(r.done)
-		r.res, r.err = k.relay(p.proxyClient, p.proxyBackend, 10*time.Second, stats, zaptest.NewLogger(t))
+		r.res, r.err = k.relay(p.proxyClient, p.proxyBackend, 10*time.Second, stats, func() {}, zaptest.NewLogger(t))
 	}()
 	const total = 64 << 20
 	msg := pgMsg('d', string(bytes.Repeat([]byte("f"), 64<<10-5)))

@@ -155,7 +155,7 @@ const (
 // reuse only when the client terminated and the server was found idle. Otherwise
 // the session goes to the pump or the goroutine relay, and done, called when it
 // ends, counts it there.
-func (s *Server) relayInKernel(conn net.Conn, sc *serverConn, log *zap.Logger) (keep, handled bool, done func()) {
+func (s *Server) relayInKernel(conn net.Conn, sc *serverConn, leave func(), log *zap.Logger) (keep, handled bool, done func()) {
 	tc := plainTCP(conn)
 	other := RelayGoroutine
 	if tc != nil && len(s.pumps) > 0 {
@@ -177,7 +177,7 @@ func (s *Server) relayInKernel(conn net.Conn, sc *serverConn, log *zap.Logger) (
 			reason = fbNotUnix
 			break
 		}
-		res, err := s.kernel.relay(tc, uc, s.cfg.WriteTimeout, s.relayStats, log)
+		res, err := s.kernel.relay(tc, uc, s.cfg.WriteTimeout, s.relayStats, leave, log)
 		if err != nil {
 			log.Warn("kernel relay: splice failed, using the epoll pump", zap.Error(err))
 			reason = fbSplice
