@@ -19,8 +19,10 @@
 //	BENCH_PG_BIN=dir   PostgreSQL server binaries (default: pg_config --bindir, else /usr/lib/postgresql/<newest>/bin)
 //	BENCH_KEEP=1       keep the temporary directory (for debugging)
 //	BENCH_ONLY=phase   run one phase alone on the small data set: nofork (warm pool,
-//	                   server-session reuse, the 200-test suites) or containers
+//	                   server-session reuse, the 200-test suites), containers
 //	                   (--runtime docker next to the process runtime; needs `make image`)
+//	                   or relay (throughput: direct, PgBouncer, the proxy on the
+//	                   default relay and a second proxy with --relay kernel)
 //
 // It needs root (the proxy mounts OverlayFS) and the OS user postgres. Every
 // process it starts is stopped by PID and its temporary directory removed, also

@@ -93,6 +93,8 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		return noFork(ctx, e, small, rep)
 	case "containers":
 		return containerOverhead(ctx, e, px, small, rep)
+	case "relay":
+		return throughput(ctx, e, px, small, rep)
 	}
 
 	if err := newBranches(ctx, e, px, small, large, rep); err != nil {
@@ -154,6 +156,7 @@ func addTargets(rep *report) {
 	rep.check("new-branch first query large/small < 1.2", "new_branch_first_query_ratio/large_vs_small", below(1.2))
 	rep.check("branch within 3% of plain, select-only c1 (ratio ≥ 0.97)", "branch_select_only_ratio/plain", atLeast(0.97))
 	rep.check("branch within 3% of plain, select-only c8 (ratio ≥ 0.97)", "branch_select_only_ratio/plain_c8", atLeast(0.97))
+	kernelTargets(rep)
 }
 
 // printReport writes the markdown report.

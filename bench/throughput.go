@@ -27,6 +27,11 @@ type tpsGroup struct {
 // copy of that cluster), and that branch's server directly over its unix socket.
 func throughput(ctx context.Context, e *env, px *proxyServer, d *dataset, rep *report) error {
 	cfg := e.cfg
+	kernel, err := startKernelProxy(ctx, e, d)
+	if err != nil {
+		return err
+	}
+	defer kernel.stop()
 	proxyConn := px.dsn(d.name + "@bench")
 	if _, err := firstQuery(ctx, proxyConn); err != nil {
 		return fmt.Errorf("create branch bench: %w", err)
@@ -55,27 +60,39 @@ func throughput(ctx context.Context, e *env, px *proxyServer, d *dataset, rep *r
 		"pgbouncer":   {"pgbouncer", bouncer.dsn(d.name)},
 		"proxy":       {"proxy", proxyConn},
 	}
+	kp, err := kernelPath(ctx, kernel, d)
+	if err != nil {
+		return err
+	}
 	all := []path{p["direct_unix"], p["branch_unix"], p["direct_tcp"], p["pgbouncer"], p["proxy"]}
 	groups := []*tpsGroup{
-		{metric: "select_only_c1_tps", w: workload{Clients: 1, SelectOnly: true}, paths: all},
-		{metric: "select_only_c8_tps", w: workload{Clients: 8, SelectOnly: true}, paths: all},
+		{metric: "select_only_c1_tps", w: workload{Clients: 1, SelectOnly: true}, paths: append(all, kp)},
+		{metric: "select_only_c8_tps", w: workload{Clients: 8, SelectOnly: true}, paths: append(all, kp)},
 		{metric: "connect_per_txn_tps", w: workload{Clients: 1, SelectOnly: true, ConnectPerTxn: true},
-			paths: []path{p["direct_tcp"], p["pgbouncer"], p["proxy"]}},
-		{metric: "tpcb_c4_tps", w: workload{Clients: 4}, paths: []path{p["direct_unix"], p["branch_unix"], p["direct_tcp"], p["proxy"]}},
+			paths: []path{p["direct_tcp"], p["pgbouncer"], p["proxy"], kp}},
+		{metric: "tpcb_c4_tps", w: workload{Clients: 4}, paths: []path{p["direct_unix"], p["branch_unix"], p["direct_tcp"], p["proxy"], kp}},
 	}
 	for _, g := range groups {
 		g.tps = make([][]float64, len(g.paths))
 	}
 
-	// CPU the proxy process spends per transaction, by workload.
+	// CPU a proxy process spends per transaction, by workload and proxy.
+	pids := map[string]int{"proxy": px.proc.cmd.Process.Pid, kp.name: kernel.proc.cmd.Process.Pid}
+	whose := map[string]string{"proxy": "the proxy process",
+		kp.name: "the --relay kernel proxy process (not its redirects, which run in kernel workers)"}
 	cpuPerTxn := map[string][]float64{}
 	run := func(g *tpsGroup, pa path, seconds int) (float64, error) {
 		w := g.w
 		w.Conn, w.Seconds = pa.conn, seconds
-		before, cerr := cpuSeconds(px.proc.cmd.Process.Pid)
+		pid, ok := pids[pa.name]
+		if !ok {
+			return runPgbench(ctx, e, w)
+		}
+		key := strings.TrimSuffix(g.metric, "_tps") + "_" + pa.name + "_cpu_us_per_txn"
+		before, cerr := cpuSeconds(pid)
 		tps, err := runPgbench(ctx, e, w)
-		if after, cerr2 := cpuSeconds(px.proc.cmd.Process.Pid); err == nil && cerr == nil && cerr2 == nil && pa.name == "proxy" && tps > 0 {
-			cpuPerTxn[g.metric] = append(cpuPerTxn[g.metric], (after-before)*1e6/(tps*float64(seconds)))
+		if after, cerr2 := cpuSeconds(pid); err == nil && cerr == nil && cerr2 == nil && tps > 0 {
+			cpuPerTxn[key] = append(cpuPerTxn[key], (after-before)*1e6/(tps*float64(seconds)))
 		}
 		return tps, err
 	}
@@ -111,10 +128,12 @@ func throughput(ctx context.Context, e *env, px *proxyServer, d *dataset, rep *r
 		return n
 	}
 	for _, g := range groups {
-		if xs := cpuPerTxn[g.metric]; len(xs) > cfg.rounds {
-			// The first is the warm-up's.
-			rep.series(strings.TrimSuffix(g.metric, "_tps")+"_proxy_cpu_us_per_txn", "us", xs[1:],
-				"CPU time (user+system) of the proxy process per transaction, "+note(g))
+		for _, pa := range g.paths {
+			key := strings.TrimSuffix(g.metric, "_tps") + "_" + pa.name + "_cpu_us_per_txn"
+			if xs := cpuPerTxn[key]; len(xs) > cfg.rounds {
+				// The first is the warm-up's.
+				rep.series(key, "us", xs[1:], "CPU time (user+system) of "+whose[pa.name]+" per transaction, "+note(g))
+			}
 		}
 	}
 	series := map[string][]float64{}
@@ -138,5 +157,6 @@ func throughput(ctx context.Context, e *env, px *proxyServer, d *dataset, rep *r
 	ratio("branch_select_only_ratio/plain_c8", "select_only_c8_tps/branch_unix", "select_only_c8_tps/direct_unix", "branch vs plain cluster, both unix socket, c8, paired")
 	ratio("tpcb_c4_ratio/proxy_vs_direct_tcp", "tpcb_c4_tps/proxy", "tpcb_c4_tps/direct_tcp", "paired by round")
 	ratio("branch_tpcb_ratio/plain", "tpcb_c4_tps/branch_unix", "tpcb_c4_tps/direct_unix", "branch vs plain cluster, both unix socket, c4, paired")
+	kernelRatios(ratio)
 	return nil
 }
