@@ -179,7 +179,7 @@ func New(ctx context.Context, cfg Config, log *zap.Logger) (*Manager, error) {
 	if err := makeDirs(cfg.StateDir); err != nil {
 		return nil, err
 	}
-	lock, err := lockStateDir(cfg.StateDir)
+	lock, err := LockStateDir(cfg.StateDir)
 	if err != nil {
 		return nil, err
 	}

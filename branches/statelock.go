@@ -14,12 +14,12 @@ import (
 // ErrStateDirInUse: another serve holds the state directory.
 var ErrStateDirInUse = errors.New("state directory is in use")
 
-// lockStateDir takes the state directory's lock, an exclusive flock on
+// LockStateDir takes the state directory's lock, an exclusive flock on
 // <dir>/serve.lock that holds this process's id, before anything in the directory
 // is touched: a second serve on the same directory would otherwise reconcile the
 // first one's branches, stopping their servers and unmounting them. The kernel
 // drops the lock when the process exits, however it exits.
-func lockStateDir(dir string) (*os.File, error) {
+func LockStateDir(dir string) (*os.File, error) {
 	path := filepath.Join(dir, "serve.lock")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {

@@ -111,3 +111,45 @@ func TestCatalogBoundToStateDir(t *testing.T) {
 		t.Fatalf("state id after serving a state directory from before the id: %q %v", adopted, err)
 	}
 }
+
+// TestCatalogMigrateGuards: catalog migrate takes what serve takes, so a serve
+// running on either end, or on the state directory, is refused; once it stops, the
+// copy carries the state directory's id, and the state directory serves with it.
+func TestCatalogMigrateGuards(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, url := startCatalog(t, ctx)
+	state := newStateDir(t)
+	s := startServer(t, state, "--catalog", url)
+	s.seedSQL("app", lifecycleSQL)
+	mustWrite(t, s, "kept", "moved")
+	copyDB := filepath.Join(t.TempDir(), "copy.db")
+
+	other := filepath.Join(t.TempDir(), "other.db")
+	inState := filepath.Join(state, "old.db")
+	for _, f := range []string{other, inState} {
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct{ name, from, to, want string }{
+		{"from the serve's catalog", url, copyDB, "catalog is in use by another server"},
+		{"into the serve's catalog", other, url, "catalog is in use by another server"},
+		{"from a file in the serve's state directory", inState, copyDB, "a server is running on " + state},
+	} {
+		out, err := s.cli("catalog", "migrate", "--from", tc.from, "--to", tc.to, "--force")
+		if err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("migrate %s under a running serve: %v\n%s\nwant %q", tc.name, err, out, tc.want)
+		}
+	}
+	if got, err := s.psql(t, "app@kept", "SELECT v FROM t WHERE id = 1"); err != nil || got != "moved" {
+		t.Fatalf("the serve after the refused migrations: %q %v", got, err)
+	}
+	s.stop()
+
+	s.mustCLI("catalog", "migrate", "--from", url, "--to", copyDB)
+	s = startServer(t, state, "--catalog", copyDB)
+	if got, err := s.psql(t, "app@kept", "SELECT v FROM t WHERE id = 1"); err != nil || got != "moved" {
+		t.Fatalf("app@kept on the migrated catalog: %q %v\n%s", got, err, s.logs())
+	}
+}

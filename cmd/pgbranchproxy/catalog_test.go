@@ -3,12 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/pgbranchproxy/pgbranchproxy/branches"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 )
 
@@ -54,6 +54,22 @@ func TestCatalogMigrate(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].Name != "main" || got[0].Source != "app" {
 		t.Fatalf("branches in the copy: %+v, %v", got, err)
 	}
+	// The state directory, from before the state id, is bound to both catalogs.
+	id, err := branches.ReadStateID(state)
+	if err != nil || id == "" {
+		t.Fatalf("state id after migrate: %q, %v", id, err)
+	}
+	for _, dsn := range []string{filepath.Join(state, "catalog.db"), dst} {
+		c, err := catalog.Open(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bound, err := c.StateID(ctx)
+		c.Close()
+		if err != nil || bound != id {
+			t.Errorf("%s is bound to %q (%v), want the state directory's %q", dsn, bound, err, id)
+		}
+	}
 
 	tests := []struct {
 		name     string
@@ -77,14 +93,16 @@ func TestCatalogMigrate(t *testing.T) {
 		t.Errorf("a missing source was created: %v", err)
 	}
 
-	// A server on the state dir: its catalog is not copied from under it.
-	ln, err := net.Listen("unix", filepath.Join(state, "admin.sock"))
+	// A server on the state dir (it holds the state directory's lock): its catalog
+	// is not copied from under it.
+	lock, err := branches.LockStateDir(state)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer lock.Close()
 	out, code, err = runRoot("--state-dir", state, "catalog", "migrate", "--to", dst, "--force")
-	if code != exitError || err == nil || !strings.Contains(err.Error(), "a server is running") {
+	if code != exitError || err == nil || !strings.Contains(err.Error(), "a server is running") ||
+		!strings.Contains(err.Error(), "state directory is in use") {
 		t.Errorf("migrate under a running server: %q, %v (exit %d)", out, err, code)
 	}
 }
