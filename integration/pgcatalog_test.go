@@ -114,11 +114,17 @@ func checkCatalogBackend(t testing.TB, state string) {
 	}
 }
 
-// TestCatalogOutage: with its Postgres catalog down, a server keeps serving the
-// branches that are running, to sessions already open and to new ones, and
-// refuses a new branch with 57P03 "catalog unavailable"; once the catalog is back
-// the same server creates it.
+// TestCatalogOutage: with its Postgres catalog down (shut down, or its postmaster
+// killed with SIGKILL), a server keeps serving the branches that are running, to
+// sessions already open and to new ones, and refuses a new branch with 57P03
+// "catalog unavailable"; once the catalog is back the same server creates it.
 func TestCatalogOutage(t *testing.T) {
+	for _, how := range []string{"stop", "kill9"} {
+		t.Run(how, func(t *testing.T) { testCatalogOutage(t, how) })
+	}
+}
+
+func testCatalogOutage(t *testing.T, how string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cat, err := catalogtest.Start(ctx)
@@ -140,7 +146,12 @@ func TestCatalogOutage(t *testing.T) {
 	s.seedSQL("app", lifecycleSQL)
 	open := s.connect(t, "app@up")
 
-	if err := cat.Pause(ctx); err != nil {
+	if how == "kill9" {
+		err = cat.Kill()
+	} else {
+		err = cat.Pause(ctx)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	var v string

@@ -10,12 +10,21 @@ import (
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog/catalogtest"
 )
 
-// A Postgres catalog that goes away fails the calls made meanwhile with
-// ErrUnavailable (not with an error that looks like a bug), and serves
-// again, on the same *Catalog, once it is back: dead pooled connections are
-// dropped, not reused.
+// A Postgres catalog that goes away, shut down or killed with SIGKILL, fails the
+// calls made meanwhile with ErrUnavailable (not with an error that looks like a
+// bug), and serves again, on the same *Catalog, once it is back: dead pooled
+// connections are dropped, not reused.
 func TestPostgresOutage(t *testing.T) {
 	t.Parallel()
+	for _, how := range []string{"stop", "kill9"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			testPostgresOutage(t, how)
+		})
+	}
+}
+
+func testPostgresOutage(t *testing.T, how string) {
 	catalog.TestNeedPostgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -44,7 +53,12 @@ func TestPostgresOutage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := srv.Pause(ctx); err != nil {
+	if how == "kill9" {
+		err = srv.Kill()
+	} else {
+		err = srv.Pause(ctx)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	// Every kind of call: a transaction, a query, a statement; each fails with

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -66,7 +67,10 @@ func (postgresDialect) deadConn(err error) bool {
 
 // unavailable: the server could not be reached or went away (connect errors,
 // broken connections, SQLSTATE class 08, shutdown and cannot-connect-now codes,
-// too many connections). An error the server returned for a statement is not.
+// too many connections). A server killed with SIGKILL ends its connections with
+// no message: a read meets EOF, a write EPIPE or ECONNRESET, a new connection
+// ECONNREFUSED, a connection pgx closed since answers ErrConnClosed. An error the
+// server returned for a statement is not.
 func (postgresDialect) unavailable(err error) bool {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
@@ -78,8 +82,16 @@ func (postgresDialect) unavailable(err error) bool {
 	}
 	var ce *pgconn.ConnectError
 	var ne net.Error
-	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || pgconn.SafeToRetry(err)
+	if errors.As(err, &ce) || errors.As(err, &ne) || pgconn.SafeToRetry(err) {
+		return true
+	}
+	for _, gone := range []error{driver.ErrBadConn, io.EOF, io.ErrUnexpectedEOF, pgconn.ErrConnClosed,
+		syscall.ECONNRESET, syscall.ECONNREFUSED, syscall.EPIPE, syscall.ECONNABORTED} {
+		if errors.Is(err, gone) {
+			return true
+		}
+	}
+	return false
 }
 
 func (postgresDialect) lockSchema(ctx context.Context, tx *sql.Tx) error {

@@ -2,11 +2,18 @@ package catalog
 
 import (
 	"context"
+	"database/sql/driver"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog/catalogtest"
 )
@@ -58,5 +65,35 @@ func needPostgres(t testing.TB) {
 	}
 	if os.Geteuid() != 0 {
 		t.Fatal("needs root to run PostgreSQL as OS user postgres; run as root or with -short")
+	}
+}
+
+// TestPostgresUnavailable: every way a connection to a catalog server that died
+// (SIGKILL included) can fail is the catalog being unavailable, and an error the
+// server returned for a statement is not.
+func TestPostgresUnavailable(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("begin: %w", err) }
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"EOF", wrap(io.EOF), true},
+		{"unexpected EOF", wrap(io.ErrUnexpectedEOF), true},
+		{"conn closed", wrap(pgconn.ErrConnClosed), true},
+		{"bad conn", wrap(driver.ErrBadConn), true},
+		{"ECONNRESET", wrap(os.NewSyscallError("read", syscall.ECONNRESET)), true},
+		{"ECONNREFUSED", wrap(os.NewSyscallError("connect", syscall.ECONNREFUSED)), true},
+		{"EPIPE", wrap(os.NewSyscallError("write", syscall.EPIPE)), true},
+		{"net error", wrap(&net.OpError{Op: "read", Net: "unix", Err: syscall.ECONNRESET}), true},
+		{"admin shutdown", wrap(&pgconn.PgError{Code: "57P01"}), true},
+		{"connection failure", wrap(&pgconn.PgError{Code: "08006"}), true},
+		{"unique violation", wrap(&pgconn.PgError{Code: "23505"}), false},
+		{"canceled", wrap(context.Canceled), false},
+		{"plain", errors.New("syntax"), false},
+	} {
+		if got := (postgresDialect{}).unavailable(tc.err); got != tc.want {
+			t.Errorf("%s: unavailable(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
 	}
 }

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
@@ -81,7 +84,66 @@ func (s *Server) Pause(ctx context.Context) error {
 	return err
 }
 
-// Resume starts the server again on its data after Pause.
+// Kill kills the postmaster with SIGKILL, as a crash or the OOM killer would, and
+// waits until it and its children are gone: clients see their connections end
+// without a goodbye and new ones refused, until Resume.
+func (s *Server) Kill() error {
+	if s.inst == nil {
+		return nil
+	}
+	pid := s.inst.PID()
+	children := childrenOf(pid)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill the catalog test server: %w", err)
+	}
+	<-s.inst.Done()
+	s.inst = nil
+	// The backends notice their postmaster's death and exit; until they have, a new
+	// postmaster refuses the shared memory they still hold.
+	deadline := time.Now().Add(time.Minute)
+	for _, c := range children {
+		for alive(c) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("backend %d of the killed catalog test server still runs", c)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// childrenOf lists the processes whose parent is pid.
+func childrenOf(pid int) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after its ")".
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func alive(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return len(f) > 0 && f[0] != "Z" // a zombie has exited
+}
+
+// Resume starts the server again on its data after Pause or Kill.
 func (s *Server) Resume(ctx context.Context) error {
 	inst, err := s.p.Start(ctx, s.spec)
 	if err != nil {
