@@ -55,11 +55,12 @@ func loopFS(t *testing.T, sizeMB int) string {
 // (not an internal error), the catalog and the seed survive, and once the filling
 // branch is reset everything works again without a restart. Then the catalog's own
 // writes fail for a few seconds (root's reserved blocks taken too), with the same
-// outcome.
+// outcome. The catalog is the SQLite file in the state directory in every run (also
+// under INTEGRATION_CATALOG=postgres): the full filesystem is the catalog's too.
 func TestFullDisk(t *testing.T) {
 	mnt := loopFS(t, 300)
 	state := filepath.Join(mnt, "state")
-	s := startServer(t, state, "--reap-interval", "500ms")
+	s := startServer(t, state, "--reap-interval", "500ms", "--catalog", filepath.Join(state, "catalog.db"))
 	s.seedSQL("app", lifecycleSQL)
 	seedSum := seedChecksum(t, seedDir(s, "app"))
 	ctx := context.Background()

@@ -190,7 +190,7 @@ func (s *server) stop() {
 	default:
 	}
 	s.cmd.Process.Signal(syscall.SIGTERM)
-	defer checkCatalogBackend(s.t, s.state)
+	defer checkCatalogBackend(s.t, s.state, s.args)
 	select {
 	case <-s.exited:
 		if code := s.cmd.ProcessState.ExitCode(); code != 0 {
