@@ -109,20 +109,9 @@ func (m *Manager) SetLimits(ctx context.Context, source, name string, l ServerLi
 	if b == nil {
 		return fmt.Errorf("branch %q of source %q: %w", name, source, ErrNotFound)
 	}
-	cur, err := m.cat.ServerSettingsOf(ctx, source, name, rec.CreatedAt)
-	if err != nil {
-		return err
-	}
-	if l.MemoryBytes != nil {
-		cur.MemoryBytes = *l.MemoryBytes
-	}
-	if l.CPUs != nil {
-		cur.CPUs = *l.CPUs
-	}
-	if l.PIDs != nil {
-		cur.PIDs = *l.PIDs
-	}
-	return m.cat.SetServerSettings(ctx, source, name, rec.CreatedAt, cur)
+	// One statement: two changes at once each keep the other's fields.
+	return m.cat.PatchServerSettings(ctx, source, name, rec.CreatedAt,
+		catalog.ServerSettingsPatch{MemoryBytes: l.MemoryBytes, CPUs: l.CPUs, PIDs: l.PIDs})
 }
 
 // addSourceServer checks a new source's image and records its server settings; on

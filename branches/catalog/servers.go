@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -50,4 +51,38 @@ func (c *Catalog) ServerSettingsOf(ctx context.Context, source, branch string, b
 		return ServerSettings{}, nil
 	}
 	return s, err
+}
+
+// ServerSettingsPatch changes some of a branch's limits; a nil field keeps the
+// recorded value.
+type ServerSettingsPatch struct {
+	MemoryBytes *int64
+	CPUs        *float64
+	PIDs        *int64
+}
+
+// PatchServerSettings changes the fields p sets of the settings of a source
+// (branch "") or a branch, in one statement, so that two changes at once each keep
+// the other's fields. Settings recorded for an older branch of the same name are
+// replaced, as SetServerSettings does, not patched.
+func (c *Catalog) PatchServerSettings(ctx context.Context, source, branch string, branchCreated time.Time, p ServerSettingsPatch) (err error) {
+	defer c.check(&err)
+	created := int64(0)
+	if branch != "" {
+		created = unixNano(branchCreated)
+	}
+	const same = `server_settings.branch_created = excluded.branch_created`
+	patched := func(col, typ string) string {
+		return fmt.Sprintf(`CASE WHEN %s THEN COALESCE(CAST(? AS %s), server_settings.%s) ELSE excluded.%s END`, same, typ, col, col)
+	}
+	_, err = c.exec(ctx, `INSERT INTO server_settings (source, branch, branch_created, image, memory_bytes, cpus, pids)
+		VALUES (?, ?, ?, '', COALESCE(CAST(? AS BIGINT), 0), COALESCE(CAST(? AS DOUBLE PRECISION), 0), COALESCE(CAST(? AS BIGINT), 0))
+		ON CONFLICT (source, branch) DO UPDATE SET
+			image = CASE WHEN `+same+` THEN server_settings.image ELSE excluded.image END,
+			memory_bytes = `+patched("memory_bytes", "BIGINT")+`,
+			cpus = `+patched("cpus", "DOUBLE PRECISION")+`,
+			pids = `+patched("pids", "BIGINT")+`,
+			branch_created = excluded.branch_created`,
+		source, branch, created, p.MemoryBytes, p.CPUs, p.PIDs, p.MemoryBytes, p.CPUs, p.PIDs)
+	return err
 }
