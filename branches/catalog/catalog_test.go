@@ -622,3 +622,77 @@ func TestBind(t *testing.T) {
 		}
 	})
 }
+
+// TestPatchServerSettings: changes to different limits of one branch, made at
+// once, all land (a read then a write would lose all but one); the settings of an
+// older branch of the same name are replaced, not patched.
+func TestPatchServerSettings(t *testing.T) {
+	eachBackend(t, func(t *testing.T, bk backend) {
+		ctx := context.Background()
+		c, _ := bk.open(t)
+		created := time.Unix(100, 0)
+		if err := c.SetServerSettings(ctx, "a", "b", created, catalog.ServerSettings{Image: "pg:15"}); err != nil {
+			t.Fatal(err)
+		}
+		mem, cpus, pids := int64(1<<30), 1.5, int64(64)
+		patches := []catalog.ServerSettingsPatch{{MemoryBytes: &mem}, {CPUs: &cpus}, {PIDs: &pids}}
+		for round := range 20 {
+			errs := run(len(patches), func(i int) error {
+				return c.PatchServerSettings(ctx, "a", "b", created, patches[i])
+			})
+			for _, err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := catalog.ServerSettings{Image: "pg:15", MemoryBytes: mem, CPUs: cpus, PIDs: pids}
+			if got, err := c.ServerSettingsOf(ctx, "a", "b", created); err != nil || got != want {
+				t.Fatalf("round %d: settings after concurrent patches %+v, %v; want %+v", round, got, err, want)
+			}
+			mem, cpus, pids = mem+1, cpus+1, pids+1
+		}
+		later := created.Add(time.Hour)
+		if err := c.PatchServerSettings(ctx, "a", "b", later, catalog.ServerSettingsPatch{PIDs: &pids}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := c.ServerSettingsOf(ctx, "a", "b", later); err != nil || got != (catalog.ServerSettings{PIDs: pids}) {
+			t.Fatalf("settings of a new branch of the same name: %+v, %v; want only its own pids", got, err)
+		}
+	})
+}
+
+// TestFreeTextStored: free text with NUL bytes and invalid UTF-8 (a reason, an
+// error message, an audit entry) is stored by both backends alike, cleaned: NUL
+// bytes dropped, invalid sequences replaced, instead of Postgres refusing it.
+func TestFreeTextStored(t *testing.T) {
+	eachBackend(t, func(t *testing.T, bk backend) {
+		ctx := context.Background()
+		c, _ := bk.open(t)
+		dirty, clean := "bad\x00 byte \xff\xfe end", "bad byte \uFFFD end"
+		b := catalog.Branch{Source: "a", Name: "b", State: catalog.Creating, Error: dirty}
+		id, err := c.InsertBranch(ctx, b, "create: "+dirty)
+		if err != nil {
+			t.Fatalf("InsertBranch with dirty text: %v", err)
+		}
+		b.ID, b.State = id, catalog.Failed
+		if err := c.UpdateBranch(ctx, b, dirty); err != nil {
+			t.Fatalf("UpdateBranch with a dirty reason: %v", err)
+		}
+		if err := c.AppendAudit(ctx, catalog.AuditEntry{At: time.Unix(1, 0), Actor: "local", Action: "branch.create",
+			Target: dirty, Result: "500: " + dirty}); err != nil {
+			t.Fatalf("AppendAudit with dirty text: %v", err)
+		}
+		got, err := c.Branches(ctx)
+		if err != nil || len(got) != 1 || got[0].Error != clean {
+			t.Fatalf("branches %+v, %v; want the error %q", got, err, clean)
+		}
+		tr, err := c.Transitions(ctx, "a", "b")
+		if err != nil || len(tr) != 2 || tr[0].Reason != "create: "+clean || tr[1].Reason != clean {
+			t.Fatalf("transitions %+v, %v; want reasons cleaned", tr, err)
+		}
+		au, err := c.Audit(ctx, time.Time{})
+		if err != nil || len(au) != 1 || au[0].Target != clean || au[0].Result != "500: "+clean {
+			t.Fatalf("audit %+v, %v; want target and result cleaned", au, err)
+		}
+	})
+}

@@ -117,9 +117,12 @@ func copyTable(ctx context.Context, src *sql.Tx, dst sqlTx, t table) (int64, err
 }
 
 // convert adapts a value read from one backend to a destination column type:
-// SQLite keeps booleans as integers and may keep a whole REAL as an integer.
+// SQLite keeps booleans as integers and may keep a whole REAL as an integer, and
+// text it stored before cleanText existed may hold what Postgres refuses.
 func convert(v any, destType string) any {
 	switch x := v.(type) {
+	case string:
+		return cleanText(x)
 	case int64:
 		switch destType {
 		case "boolean":

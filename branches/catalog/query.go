@@ -5,21 +5,55 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 )
 
 // Every statement in this package is written once, with ? placeholders, and
-// passes through these helpers, which rewrite it for the backend (dialect.rebind).
+// passes through these helpers, which rewrite it for the backend (dialect.rebind)
+// and clean its text arguments (cleanText).
+
+// cleanText makes s storable in a TEXT column of either backend: Postgres refuses
+// NUL bytes and invalid UTF-8, which SQLite would keep, and free text (a
+// transition's reason, an error message, an audit entry's result) can carry
+// either from a client or a server's output. Invalid sequences become U+FFFD and
+// NUL bytes are dropped, on both backends alike.
+func cleanText(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsRune(s, 0) {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
+}
+
+// cleanArgs returns args with every string cleaned (cleanText).
+func cleanArgs(args []any) []any {
+	var out []any
+	for i, a := range args {
+		s, ok := a.(string)
+		if !ok || cleanText(s) == s {
+			continue
+		}
+		if out == nil {
+			out = append([]any(nil), args...)
+		}
+		out[i] = cleanText(s)
+	}
+	if out == nil {
+		return args
+	}
+	return out
+}
 
 func (c *Catalog) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return c.db.ExecContext(ctx, c.d.rebind(query), args...)
+	return c.db.ExecContext(ctx, c.d.rebind(query), cleanArgs(args)...)
 }
 
 func (c *Catalog) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return c.db.QueryContext(ctx, c.d.rebind(query), args...)
+	return c.db.QueryContext(ctx, c.d.rebind(query), cleanArgs(args)...)
 }
 
 func (c *Catalog) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	return c.db.QueryRowContext(ctx, c.d.rebind(query), args...)
+	return c.db.QueryRowContext(ctx, c.d.rebind(query), cleanArgs(args)...)
 }
 
 // txn is a transaction whose statements are rewritten for the backend.
@@ -31,11 +65,11 @@ type txn struct {
 type sqlTx = *txn
 
 func (t *txn) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return t.tx.ExecContext(ctx, t.d.rebind(query), args...)
+	return t.tx.ExecContext(ctx, t.d.rebind(query), cleanArgs(args)...)
 }
 
 func (t *txn) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(ctx, t.d.rebind(query), args...)
+	return t.tx.QueryRowContext(ctx, t.d.rebind(query), cleanArgs(args)...)
 }
 
 // tx runs fn in a transaction at the backend's default isolation (SQLite:
