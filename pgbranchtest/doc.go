@@ -18,6 +18,9 @@
 // the server: the first to create the template's migration branch runs the migrations,
 // the others wait for the template source to appear.
 //
+// Warm, from TestMain, has the server start branches of the tests' source ahead of
+// them (its warm pool), so that each test's URL claims a running branch.
+//
 // Configuration comes from options, else the environment: PGBRANCH_URL (the proxy,
 // e.g. postgres://postgres@127.0.0.1:6432/app?sslmode=disable), PGBRANCH_ADMIN_URL
 // (http://host:port of --admin-listen, or a path to admin.sock), PGBRANCH_ADMIN_TOKEN,

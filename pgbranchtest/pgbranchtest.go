@@ -2,6 +2,7 @@ package pgbranchtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -77,28 +78,11 @@ func newConfig(opts []Option) config {
 func URL(t testing.TB, opts ...Option) string {
 	t.Helper()
 	c := newConfig(opts)
-	if c.proxyURL == "" {
-		t.Fatal("pgbranchtest: set PGBRANCH_URL to the proxy's connection string, e.g. postgres://postgres@127.0.0.1:6432/app")
-	}
-	base, err := url.Parse(c.proxyURL)
-	if err != nil || (base.Scheme != "postgres" && base.Scheme != "postgresql") {
-		t.Fatalf("pgbranchtest: PGBRANCH_URL %q: want postgres://user@host:port/database", c.proxyURL)
-	}
-	database, _, _ := strings.Cut(strings.TrimPrefix(base.Path, "/"), "@")
-	if database == "" {
-		database = "postgres"
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	admin := newAdminClient(c.adminURL, c.adminToken)
-	source, err := c.pickSource(ctx, admin, database)
+	base, database, source, admin, err := c.resolve(ctx)
 	if err != nil {
 		t.Fatalf("pgbranchtest: %v", err)
-	}
-	if c.migrate != nil {
-		if source, err = ensureTemplate(ctx, admin, base, database, source, c.migrate, c.hash); err != nil {
-			t.Fatalf("pgbranchtest: %v", err)
-		}
 	}
 	name := BranchName(t.Name())
 	kept := branchURL(base, database, name, source, false)
@@ -125,6 +109,33 @@ func URL(t testing.TB, opts ...Option) string {
 		t.Logf("pgbranchtest: kept branch %s of the failed test for %s after its last session: %s", name, c.keepFor, kept)
 	})
 	return u
+}
+
+// resolve parses the proxy's URL and finds the source the tests branch from: the
+// template of the migrations when there are some (made on first use), else
+// pickSource's.
+func (c *config) resolve(ctx context.Context) (base *url.URL, database, source string, admin *adminClient, err error) {
+	if c.proxyURL == "" {
+		return nil, "", "", nil, errors.New("set PGBRANCH_URL to the proxy's connection string, e.g. postgres://postgres@127.0.0.1:6432/app")
+	}
+	base, err = url.Parse(c.proxyURL)
+	if err != nil || (base.Scheme != "postgres" && base.Scheme != "postgresql") {
+		return nil, "", "", nil, fmt.Errorf("PGBRANCH_URL %q: want postgres://user@host:port/database", c.proxyURL)
+	}
+	database, _, _ = strings.Cut(strings.TrimPrefix(base.Path, "/"), "@")
+	if database == "" {
+		database = "postgres"
+	}
+	admin = newAdminClient(c.adminURL, c.adminToken)
+	if source, err = c.pickSource(ctx, admin, database); err != nil {
+		return nil, "", "", nil, err
+	}
+	if c.migrate != nil {
+		if source, err = ensureTemplate(ctx, admin, base, database, source, c.migrate, c.hash); err != nil {
+			return nil, "", "", nil, err
+		}
+	}
+	return base, database, source, admin, nil
 }
 
 // pickSource returns the configured source, else the only source with database that

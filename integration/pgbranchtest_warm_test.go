@@ -1,0 +1,55 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/pgbranchproxy/pgbranchproxy/pgbranchtest"
+)
+
+// TestPgbranchtestWarm: Warm fills the source's pool and waits for it, the tests'
+// branches are claimed from it, and restore sets the pool back to what it was.
+func TestPgbranchtestWarm(t *testing.T) {
+	t.Parallel()
+	admin := freeAddr(t)
+	const token = "warm-token-0123456789abcdef"
+	s := startServer(t, newStateDir(t), "--admin-listen", admin, "--admin-token", token, "--reap-interval", "200ms")
+	s.seedSQL("app", lifecycleSQL)
+	opts := []pgbranchtest.Option{pgbranchtest.WithProxyURL("postgres://postgres@" + s.addr + "/app?sslmode=disable"),
+		pgbranchtest.WithAdmin("http://"+admin, token), pgbranchtest.WithSource("app")}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	if _, err := pgbranchtest.Warm(ctx, -1, opts...); err == nil {
+		t.Error("Warm(-1) succeeded")
+	}
+	restore, err := pgbranchtest.Warm(ctx, 3, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(s.pooled()); got != 3 {
+		t.Fatalf("Warm returned with %d pooled branches, want 3", got)
+	}
+	for i := range 2 {
+		t.Run("test", func(t *testing.T) {
+			c, err := pgx.Connect(ctx, pgbranchtest.URL(t, opts...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close(ctx)
+			var v string
+			if err := c.QueryRow(ctx, "SELECT v FROM t WHERE id = 1").Scan(&v); err != nil {
+				t.Fatalf("test %d: %v", i, err)
+			}
+		})
+	}
+	if claims, misses := s.poolEvents(t); claims != 2 || misses != 0 {
+		t.Errorf("two tests after Warm: %d claims, %d misses; want 2, 0", claims, misses)
+	}
+	if err := restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitPool(t, s, 0) // the server's default: no pool
+}
