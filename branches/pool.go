@@ -83,7 +83,19 @@ func (m *Manager) claimLocked(k key, route router.Route, tried bool) *op {
 	return m.startOp(member, "claim", func(ctx context.Context) error {
 		err := m.fault(failpoint.Catalog+"claimed", member)
 		if err == nil {
-			err = m.cat.ClaimBranch(context.WithoutCancel(ctx), id, cl, "claimed by a connection")
+			// Not cancelled with the connection: a claim cut short at its COMMIT is
+			// one whose outcome ClaimBranch must read back.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CreateTimeout)
+			err = m.cat.ClaimBranch(cctx, id, cl, "claimed by a connection")
+			cancel()
+		}
+		if errors.Is(err, catalog.ErrClaimUnknown) {
+			// The catalog may hold the member under either name: keep it out of the
+			// client's hands, and let the pool's refill replace it once the catalog
+			// answers (a destroy goes by id, whatever its name).
+			m.log.Error("claim pooled branch", zap.String("source", k.source), zap.String("branch", k.name), zap.Error(err))
+			m.unclaim(k, mk, member, prev)
+			return fmt.Errorf("%w for %q: %w", errClaimFailed, k.name, err)
 		}
 		if err != nil {
 			m.log.Error("claim pooled branch", zap.String("source", k.source), zap.String("branch", k.name), zap.Error(err))

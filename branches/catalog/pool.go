@@ -2,6 +2,8 @@ package catalog
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -18,8 +20,57 @@ type Claim struct {
 // ClaimBranch gives the pooled branch id its name and the options of the connection
 // that claimed it, in one transaction. It fails with ErrNotFound if the branch is
 // not (or no longer) pooled, and with ErrExists if the name is taken.
+//
+// A connection lost around the COMMIT leaves it unknown whether the claim was
+// recorded; ClaimBranch then reads the row again (retrying while the catalog is
+// unavailable, until ctx ends) and returns nil if it was, the error if it was not,
+// and ErrClaimUnknown (with ErrUnavailable) if ctx ended before it could tell.
 func (c *Catalog) ClaimBranch(ctx context.Context, id int64, cl Claim, reason string) (err error) {
 	defer c.check(&err)
+	err = c.claim(ctx, id, cl, reason)
+	if err == nil || !c.d.unavailable(err) {
+		return err
+	}
+	claimed, rerr := c.claimed(ctx, id, cl.Name)
+	switch {
+	case rerr != nil:
+		return fmt.Errorf("%w: %w (after %w)", ErrClaimUnknown, rerr, err)
+	case claimed:
+		return nil
+	}
+	return err
+}
+
+// ErrClaimUnknown: whether a claim was recorded could not be learned.
+var ErrClaimUnknown = errors.New("whether the claim was recorded is unknown")
+
+// claimed reads whether the branch id was claimed under name, retrying while the
+// catalog is unavailable until ctx ends.
+func (c *Catalog) claimed(ctx context.Context, id int64, name string) (bool, error) {
+	wait := 20 * time.Millisecond
+	for {
+		var got string
+		var pooled bool
+		err := c.queryRow(ctx, `SELECT name, pooled FROM branches WHERE id = ?`, id).Scan(&got, &pooled)
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, nil
+		}
+		if err == nil {
+			return !pooled && got == name, nil
+		}
+		if !c.d.unavailable(err) {
+			return false, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("%w: %w", ctx.Err(), err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+func (c *Catalog) claim(ctx context.Context, id int64, cl Claim, reason string) error {
 	return c.tx(ctx, func(tx sqlTx) error {
 		// Two claims of one member: on Postgres the second waits for the row lock,
 		// then finds it no longer pooled (ErrNotFound); SQLite has one writer.
