@@ -386,8 +386,7 @@ func (p *pump) end(s *pumpSession, cause endCause) {
 	if !live {
 		return
 	}
-	// Closing the client's socket (the pump holds its only descriptor) takes it out
-	// of the epoll set; the server's may stay open for reuse, so it leaves the set.
+	unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, s.client, nil)
 	unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, s.server, nil)
 	unix.Close(s.client)
 	r := pumpResult{stalled: cause == endStalled, server: -1}
