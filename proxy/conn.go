@@ -196,6 +196,9 @@ func (s *Server) relaySession(conn, raw net.Conn, sc *serverConn, leave func(), 
 // left, and whoever waits for the branch's sessions to end (stop, reset, destroy)
 // must not wait for the reset.
 func (s *Server) endSession(lease Lease, sc *serverConn, keep bool, appName string, log *zap.Logger) {
+	if keep && s.cfg.ServerLifetime > 0 && time.Since(sc.started) > s.cfg.ServerLifetime {
+		keep = false
+	}
 	if keep {
 		if err := sc.reset(appName, s.cfg.CancelTimeout); err != nil {
 			if ce := log.Check(zap.DebugLevel, "server session not reused"); ce != nil {

@@ -160,3 +160,30 @@ func TestReuseOff(t *testing.T) {
 		}
 	}
 }
+
+// TestServerLifetime: a server session older than Config.ServerLifetime is closed
+// when its client leaves, not reset and parked, and the next client gets a new one.
+func TestServerLifetime(t *testing.T) {
+	cfg := reuseConfig(false)
+	cfg.ServerLifetime = time.Nanosecond
+	p, fb, fs := setup(t, cfg, scriptOK, nil)
+	conn := p.mustConnect(t, "dbname=app@feat")
+	recv(t, fs.startups, "startup at the branch server")
+	query(t, conn)
+	closeConn(t, conn)
+	fb.lease(t, 0).waitReleased(t)
+	for deadline := time.Now().Add(within); fs.ended.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the server session past its lifetime did not end with its client")
+		}
+	}
+	if fb.parks.Load() != 0 {
+		t.Fatal("a server session past its lifetime was parked")
+	}
+	if q := queriesSeen(fs); len(q) != 1 {
+		t.Fatalf("server saw %q, want only the client's query (no reset for a session that is closed)", q)
+	}
+	next := p.mustConnect(t, "dbname=app@feat")
+	recv(t, fs.startups, "a new server session for the next client")
+	closeConn(t, next)
+}

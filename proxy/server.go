@@ -82,6 +82,11 @@ type Config struct {
 	// to the next client with the same startup parameters instead of starting a new
 	// backend (PgBouncer's session pooling).
 	Reuse bool
+	// ServerLifetime retires a server session this long after its backend started:
+	// it is closed, not reset and parked, when its client leaves (0: no limit). A
+	// backend's caches only grow, and ALTER ROLE/DATABASE ... SET reach a client
+	// only through a new backend.
+	ServerLifetime time.Duration
 	// GoroutineRelay relays every session with two goroutines instead of handing
 	// plaintext sessions to the epoll pumps (for comparison and debugging); the
 	// same as Relay RelayGoroutine.

@@ -31,6 +31,7 @@ type serverConn struct {
 	startApp string // application_name as of start-up: what DISCARD ALL returns it to
 	extra    []byte // messages of the first start-up to pass on once (notices)
 	parked   time.Time
+	started  time.Time // when its backend started: it retires after Config.ServerLifetime
 }
 
 // startupKey is the part of a client's startup parameters that shapes a server
@@ -133,7 +134,7 @@ func startSession(conn net.Conn, params map[string]string) (*serverConn, error) 
 	if _, err := conn.Write(startup); err != nil {
 		return nil, fmt.Errorf("write to branch server: %w", err)
 	}
-	sc := &serverConn{Conn: conn, key: startupKey(params)}
+	sc := &serverConn{Conn: conn, key: startupKey(params), started: time.Now()}
 	br := bufio.NewReaderSize(conn, 4096)
 	for {
 		typ, msg, err := readMessage(br, maxBackendStartupMessage)

@@ -272,6 +272,7 @@ func serve(g *globalFlags, f *serveFlags) error {
 		Relay:           f.relay,
 		KernelLoadFails: f.relayFailLoad,
 		Reuse:           f.idleServers() > 0,
+		ServerLifetime:  f.serverLifetime,
 	}, branchesAdapter{mgr}, log.Named("proxy"))
 	if err != nil {
 		mgr.Close(context.Background())

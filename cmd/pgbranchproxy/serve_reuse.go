@@ -13,6 +13,7 @@ type reuseFlags struct {
 	reuse             string
 	maxIdleServers    int
 	serverIdleTimeout time.Duration
+	serverLifetime    time.Duration
 	warm              int
 	warmUsers         []string
 }
@@ -21,6 +22,7 @@ func (f *reuseFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.reuse, "reuse", "on", "reuse server sessions that clients leave idle: reset them (DISCARD ALL) and hand them to the next client with the same startup parameters (on or off)")
 	fl.IntVar(&f.maxIdleServers, "max-idle-servers", 8, "idle server sessions kept per branch for reuse")
 	fl.DurationVar(&f.serverIdleTimeout, "server-idle-timeout", time.Minute, "close a parked server session after this long unused")
+	fl.DurationVar(&f.serverLifetime, "server-lifetime", time.Hour, "close a server session when its client leaves once its backend is this old, instead of reusing it (0: no limit)")
 	fl.IntVar(&f.warm, "warm", 0, "branches of each source's newest seed kept created and running for new branch names to claim (per source: source add/set --warm)")
 	fl.StringSliceVar(&f.warmUsers, "warm-user", nil, "users (USER or USER@DATABASE) whose server sessions pooled branches open ahead of their first client")
 }
@@ -29,8 +31,8 @@ func (f *reuseFlags) validate() error {
 	if f.reuse != "on" && f.reuse != "off" {
 		return fmt.Errorf("--reuse must be on or off, not %q", f.reuse)
 	}
-	if f.maxIdleServers < 0 || f.warm < 0 {
-		return fmt.Errorf("--max-idle-servers and --warm cannot be negative")
+	if f.maxIdleServers < 0 || f.warm < 0 || f.serverLifetime < 0 {
+		return fmt.Errorf("--max-idle-servers, --warm and --server-lifetime cannot be negative")
 	}
 	return nil
 }
