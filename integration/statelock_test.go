@@ -64,3 +64,33 @@ func TestCatalogOwnedByOneServe(t *testing.T) {
 		t.Fatalf("branches after the second serve: %+v", got)
 	}
 }
+
+// TestCatalogOwnedAcrossRestart: a serve keeps its claim on a Postgres catalog
+// through a restart of the catalog's server (killed with SIGKILL): once it has
+// written again, a second serve on that catalog is still refused.
+func TestCatalogOwnedAcrossRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cat, url := startCatalog(t, ctx)
+	s := startServer(t, newStateDir(t), "--catalog", url)
+	s.seedSQL("app", lifecycleSQL)
+	mustWrite(t, s, "before", "one")
+
+	if err := cat.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A new branch is a catalog write: the serve holds its claim again by then.
+	if out, err := s.psql(t, "app@after", "SELECT count(*) FROM t"); err != nil || out != "1000" {
+		t.Fatalf("a new branch after the catalog's restart: %q %v\n%s", out, err, s.logs())
+	}
+	out := serveRefused(t, ctx, newStateDir(t), "--catalog", url)
+	if !strings.Contains(out, "catalog is in use by another server") {
+		t.Errorf("a second serve after the catalog's restart said:\n%s\nwant that the catalog is in use", out)
+	}
+	if got, err := s.psql(t, "app@before", "SELECT v FROM t WHERE id = 1"); err != nil || got != "one" {
+		t.Fatalf("the first serve after the second was refused: %q %v", got, err)
+	}
+}

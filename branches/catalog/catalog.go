@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,8 +15,10 @@ import (
 // holds what differs. The zero value is not usable; call Open. Safe for
 // concurrent use.
 type Catalog struct {
-	db *sql.DB
-	d  dialect
+	db  *sql.DB
+	d   dialect
+	dsn string
+	own atomic.Pointer[owner] // the claim of Own, on Postgres
 }
 
 // Open opens the catalog at dsn, creating its tables if needed and adding the

@@ -4,41 +4,159 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // ErrInUse is returned by Own when another server has the catalog.
 var ErrInUse = errors.New("catalog is in use by another server")
 
+const ownerLock = `hashtext('pgbranchproxy.catalog.owner')`
+
 // Own claims the catalog for this server until release is called: two servers on one
 // catalog would each reconcile the other's branches as strays. On Postgres it is a
-// session advisory lock held on a connection of its own; if that connection is lost
-// (the catalog's server restarted) the claim is gone too, and it is checked again
-// only at the next start. A SQLite catalog is a file of one state directory, whose
-// own lock already keeps a second server out, so Own takes nothing there.
+// session advisory lock held on a connection of its own. The lock goes with that
+// connection (the catalog's server restarted or was killed): the owner then takes
+// it again as soon as the catalog answers, and until it holds it again every write
+// fails with ErrUnavailable, so that a second server that took it meanwhile is the
+// only one writing. A SQLite catalog is a file of one state directory, whose own
+// lock already keeps a second server out, so Own takes nothing there. release
+// returns without waiting on the catalog.
 func (c *Catalog) Own(ctx context.Context) (release func(), err error) {
 	if c.d.name() != "postgres" {
 		return func() {}, nil
 	}
-	conn, err := c.db.Conn(ctx)
+	rctx, cancel := context.WithCancel(context.Background())
+	o := &owner{dsn: c.dsn, ctx: rctx, cancel: cancel}
+	if err := o.take(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
+	c.own.Store(o)
+	return func() {
+		c.own.CompareAndSwap(o, nil)
+		o.release()
+	}, nil
+}
+
+// owner holds the catalog's ownership lock and takes it again when its
+// connection is lost.
+type owner struct {
+	dsn    string
+	ctx    context.Context // ended by release
+	cancel context.CancelFunc
+	held   atomic.Bool
+	mu     sync.Mutex // serializes take, release
+	sock   net.Conn   // the lock's connection, nil while not held
+	wg     sync.WaitGroup
+}
+
+// take connects, takes the lock and watches the connection. o.mu is held or o is
+// not shared yet.
+func (o *owner) take(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, o.dsn)
 	if err != nil {
-		return nil, fmt.Errorf("claim the catalog: %w", err)
+		return fmt.Errorf("claim the catalog: %w", err)
 	}
 	var got bool
-	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock(hashtext('pgbranchproxy.catalog.owner'))`).Scan(&got); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("claim the catalog: %w", err)
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(`+ownerLock+`)`).Scan(&got); err != nil {
+		conn.Close(ctx)
+		return fmt.Errorf("claim the catalog: %w", err)
 	}
 	if !got {
-		conn.Close()
 		holder := ""
-		_ = c.db.QueryRowContext(ctx, `SELECT format(' (pid %s on %s, since %s)', a.pid, coalesce(host(a.client_addr), 'a local socket'), a.backend_start)
+		_ = conn.QueryRow(ctx, `SELECT format(' (pid %s on %s, since %s)', a.pid, coalesce(host(a.client_addr), 'a local socket'), a.backend_start)
 			FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-			WHERE l.locktype = 'advisory' AND l.granted AND l.objid = hashtext('pgbranchproxy.catalog.owner')::oid
+			WHERE l.locktype = 'advisory' AND l.granted AND l.objid = `+ownerLock+`::oid
 			AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) LIMIT 1`).Scan(&holder)
-		return nil, fmt.Errorf("%w: another pgbranchproxy serve holds it%s; a catalog serves one server until the multi-host roles exist", ErrInUse, holder)
+		conn.Close(ctx)
+		return fmt.Errorf("%w: another pgbranchproxy serve holds it%s; a catalog serves one server until the multi-host roles exist", ErrInUse, holder)
 	}
-	return func() {
-		_, _ = conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock(hashtext('pgbranchproxy.catalog.owner'))`)
-		conn.Close()
-	}, nil
+	// The session, and with it the lock, lasts as long as this socket: the owner
+	// reads it to learn at once that the server went away, and closes it to
+	// release the lock without waiting for an answer.
+	hj, err := conn.PgConn().Hijack()
+	if err != nil {
+		conn.Close(ctx)
+		return fmt.Errorf("claim the catalog: %w", err)
+	}
+	o.sock = hj.Conn
+	o.held.Store(true)
+	o.wg.Add(1)
+	go o.watch(hj.Conn)
+	return nil
+}
+
+// watch waits for the lock's connection to end, then takes the lock again,
+// retrying until it holds it or release is called.
+func (o *owner) watch(sock net.Conn) {
+	defer o.wg.Done()
+	buf := make([]byte, 512)
+	for {
+		if _, err := sock.Read(buf); err != nil {
+			break
+		}
+	}
+	o.mu.Lock()
+	if o.sock == sock {
+		o.held.Store(false)
+		o.sock = nil
+	}
+	o.mu.Unlock()
+	sock.Close()
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		select {
+		case <-o.ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if o.retake(o.ctx) == nil {
+			return // take started the next watch
+		}
+	}
+}
+
+// retake takes the lock again if it is not held.
+func (o *owner) retake(ctx context.Context) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ctx.Err() != nil {
+		return errors.New("the catalog was released")
+	}
+	if o.held.Load() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return o.take(ctx)
+}
+
+// release gives the lock up by closing its connection, and stops the watch.
+func (o *owner) release() {
+	o.cancel()
+	o.mu.Lock()
+	if o.sock != nil {
+		o.sock.Close()
+		o.sock = nil
+	}
+	o.held.Store(false)
+	o.mu.Unlock()
+	o.wg.Wait()
+}
+
+// owned checks, before a write, that this server still owns the catalog if it
+// claimed it, taking the lock again first if its connection was lost.
+func (c *Catalog) owned(ctx context.Context) error {
+	o := c.own.Load()
+	if o == nil || o.held.Load() {
+		return nil
+	}
+	if err := o.retake(ctx); err != nil {
+		return fmt.Errorf("%w: this server's claim on the catalog went with its connection and is not held again: %w", ErrUnavailable, err)
+	}
+	return nil
 }

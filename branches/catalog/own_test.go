@@ -3,10 +3,13 @@ package catalog_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog/catalogtest"
 )
 
 // TestOwn: a Postgres catalog is owned by one server at a time; a SQLite file is
@@ -43,4 +46,109 @@ func TestOwn(t *testing.T) {
 		}
 		release2()
 	})
+}
+
+// TestOwnAcrossRestart: the claim of Own outlives a restart of the catalog's
+// server (shut down or killed): the owner takes it again, before its next write at
+// the latest, so a second server is still refused; if the second one got it
+// first, the owner's writes fail until it holds it again. Release returns while
+// the catalog is down.
+func TestOwnAcrossRestart(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"stop", "kill9"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			testOwnAcrossRestart(t, how)
+		})
+	}
+}
+
+func testOwnAcrossRestart(t *testing.T, how string) {
+	catalog.TestNeedPostgres(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv, err := catalogtest.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	url, err := srv.NewDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := catalog.Open(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	second, err := catalog.Open(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	release, err := first.Own(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restart := func() {
+		t.Helper()
+		if how == "kill9" {
+			err = srv.Kill()
+		} else {
+			err = srv.Pause(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Resume(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	write := func(c *catalog.Catalog) error {
+		n++
+		_, err := c.InsertBranch(ctx, catalog.Branch{Source: "a", Name: fmt.Sprint("b", n), State: catalog.Creating}, "create")
+		return err
+	}
+
+	restart()
+	if err := write(first); err != nil {
+		t.Fatalf("the owner's write after the restart: %v", err)
+	}
+	if _, err := second.Own(ctx); !errors.Is(err, catalog.ErrInUse) {
+		t.Fatalf("a second Own after the restart and a write = %v, want ErrInUse", err)
+	}
+
+	// Whichever takes the claim first after a restart, exactly one writes.
+	restart()
+	release2, err := second.Own(ctx)
+	switch {
+	case errors.Is(err, catalog.ErrInUse):
+		if err := write(first); err != nil {
+			t.Fatalf("the owner's write after it took its claim again: %v", err)
+		}
+	case err != nil:
+		t.Fatal(err)
+	default:
+		if err := write(first); !errors.Is(err, catalog.ErrUnavailable) || !errors.Is(err, catalog.ErrInUse) {
+			t.Fatalf("the first owner's write while the second owns the catalog = %v, want ErrUnavailable for ErrInUse", err)
+		}
+		release2()
+		if err := write(first); err != nil {
+			t.Fatalf("the first owner's write once the second released: %v", err)
+		}
+	}
+
+	if err := srv.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	release() // returns with the catalog down
+	if err := srv.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	release2, err = second.Own(ctx)
+	if err != nil {
+		t.Fatalf("Own after the first released: %v", err)
+	}
+	release2()
 }

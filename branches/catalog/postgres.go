@@ -37,7 +37,7 @@ func openPostgres(ctx context.Context, url string) (*Catalog, error) {
 		db.Close()
 		return nil, fmt.Errorf("connect to catalog %s: %w", Redact(url), err)
 	}
-	return &Catalog{db: db, d: postgresDialect{}}, nil
+	return &Catalog{db: db, d: postgresDialect{}, dsn: url}, nil
 }
 
 type postgresDialect struct{}

@@ -45,6 +45,9 @@ func cleanArgs(args []any) []any {
 }
 
 func (c *Catalog) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if err := c.owned(ctx); err != nil {
+		return nil, err
+	}
 	return c.db.ExecContext(ctx, c.d.rebind(query), cleanArgs(args)...)
 }
 
@@ -77,6 +80,9 @@ func (t *txn) queryRow(ctx context.Context, query string, args ...any) *sql.Row 
 // read a row and then write what depends on it lock the row first, see
 // dialect.forUpdate).
 func (c *Catalog) tx(ctx context.Context, fn func(sqlTx) error) error {
+	if err := c.owned(ctx); err != nil {
+		return err
+	}
 	tx, err := c.begin(ctx)
 	if err != nil {
 		return err
