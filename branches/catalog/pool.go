@@ -21,14 +21,14 @@ type Claim struct {
 // that claimed it, in one transaction. It fails with ErrNotFound if the branch is
 // not (or no longer) pooled, and with ErrExists if the name is taken.
 //
-// A connection lost around the COMMIT leaves it unknown whether the claim was
+// A connection lost at the COMMIT leaves it unknown whether the claim was
 // recorded; ClaimBranch then reads the row again (retrying while the catalog is
 // unavailable, until ctx ends) and returns nil if it was, the error if it was not,
 // and ErrClaimUnknown (with ErrUnavailable) if ctx ended before it could tell.
 func (c *Catalog) ClaimBranch(ctx context.Context, id int64, cl Claim, reason string) (err error) {
 	defer c.check(&err)
-	err = c.claim(ctx, id, cl, reason)
-	if err == nil || !c.d.unavailable(err) {
+	atCommit, err := c.claim(ctx, id, cl, reason)
+	if err == nil || !atCommit || !c.d.unavailable(err) {
 		return err
 	}
 	claimed, rerr := c.claimed(ctx, id, cl.Name)
@@ -70,8 +70,8 @@ func (c *Catalog) claimed(ctx context.Context, id int64, name string) (bool, err
 	}
 }
 
-func (c *Catalog) claim(ctx context.Context, id int64, cl Claim, reason string) error {
-	return c.tx(ctx, func(tx sqlTx) error {
+func (c *Catalog) claim(ctx context.Context, id int64, cl Claim, reason string) (atCommit bool, err error) {
+	return c.txCommit(ctx, func(tx sqlTx) error {
 		// Two claims of one member: on Postgres the second waits for the row lock,
 		// then finds it no longer pooled (ErrNotFound); SQLite has one writer.
 		var b Branch

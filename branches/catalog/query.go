@@ -80,18 +80,25 @@ func (t *txn) queryRow(ctx context.Context, query string, args ...any) *sql.Row 
 // read a row and then write what depends on it lock the row first, see
 // dialect.forUpdate).
 func (c *Catalog) tx(ctx context.Context, fn func(sqlTx) error) error {
+	_, err := c.txCommit(ctx, fn)
+	return err
+}
+
+// txCommit is tx, and reports whether the error, if any, came from the COMMIT:
+// one whose reply was lost leaves it unknown whether the transaction committed.
+func (c *Catalog) txCommit(ctx context.Context, fn func(sqlTx) error) (atCommit bool, err error) {
 	if err := c.owned(ctx); err != nil {
-		return err
+		return false, err
 	}
 	tx, err := c.begin(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := fn(&txn{tx: tx, d: c.d}); err != nil {
 		tx.Rollback()
-		return err
+		return false, err
 	}
-	return tx.Commit()
+	return true, tx.Commit()
 }
 
 // maxDeadConns bounds how many dead pooled connections begin passes over: after
