@@ -59,6 +59,7 @@ func TestBranchFromBranch(t *testing.T) {
 
 	// Reset takes the child back to its base: the parent's state at fork time.
 	child.Close(ctx)
+	waitSessions(t, s, "child")
 	s.mustCLI("branch", "reset", "child")
 	out, err := s.psql(t, "shop@child", "SELECT owner FROM accounts WHERE id = 1")
 	if err != nil || out != "parent" {
@@ -66,6 +67,7 @@ func TestBranchFromBranch(t *testing.T) {
 	}
 
 	parent.Close(ctx)
+	waitSessions(t, s, "parent")
 	s.mustCLI("branch", "destroy", "parent")
 	out, err = s.psql(t, "shop@grandchild", "SELECT owner FROM accounts WHERE id = 1")
 	if err != nil || out != "child" {

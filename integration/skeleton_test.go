@@ -291,6 +291,7 @@ func TestSkeleton(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.Close(ctx)
+		waitSessions(t, s, "admin-made")
 		s.mustCLI("branch", "reset", "admin-made")
 		if out, err := s.psql(t, "shop@admin-made", "SELECT count(*) FROM accounts"); err != nil || out != "20000" {
 			t.Fatalf("after reset: %q %v", out, err)
