@@ -102,6 +102,11 @@ func bindCatalog(ctx context.Context, cat *catalog.Catalog, stateDir, where stri
 	if fileID != "" && fileID == catID {
 		return nil
 	}
+	if strings.HasPrefix(catID, catalog.RetiredPrefix) {
+		return fmt.Errorf("%w: the catalog %s was copied to another by catalog migrate, and the state directory %s "+
+			"belongs to the copy now; serve with the new catalog (--catalog), or copy the rows back with "+
+			"`pgbranchproxy catalog migrate --from NEW --to OLD --force`", ErrNotBound, where, stateDir)
+	}
 	hasData, err := HoldsData(stateDir)
 	if err != nil {
 		return fmt.Errorf("look for branches and seeds in %s: %w", stateDir, err)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,5 +152,21 @@ func TestCatalogMigrateGuards(t *testing.T) {
 	s = startServer(t, state, "--catalog", copyDB)
 	if got, err := s.psql(t, "app@kept", "SELECT v FROM t WHERE id = 1"); err != nil || got != "moved" {
 		t.Fatalf("app@kept on the migrated catalog: %q %v\n%s", got, err, s.logs())
+	}
+
+	// A branch the old catalog never saw; then serve on the old catalog again (an
+	// old unit file): refused, and nothing is removed.
+	mustWrite(t, s, "late", "new")
+	s.stop()
+	before := dirNames(t, filepath.Join(state, "branches"))
+	if out := serveRefused(t, ctx, state, "--catalog", url); !strings.Contains(out, "was copied to another by catalog migrate") {
+		t.Errorf("serve on the catalog migrated from: %s", out)
+	}
+	if after := dirNames(t, filepath.Join(state, "branches")); !slices.Equal(before, after) {
+		t.Fatalf("branch directories %v after serve on the old catalog, were %v", after, before)
+	}
+	s = startServer(t, state, "--catalog", copyDB)
+	if got, err := s.psql(t, "app@late", "SELECT v FROM t WHERE id = 1"); err != nil || got != "new" {
+		t.Fatalf("app@late on the migrated catalog: %q %v\n%s", got, err, s.logs())
 	}
 }

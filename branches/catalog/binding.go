@@ -54,3 +54,29 @@ func (c *Catalog) HasRecords(ctx context.Context) (_ bool, err error) {
 	}
 	return n > 0, nil
 }
+
+// RetiredPrefix starts the state id of a catalog whose rows catalog migrate copied
+// to another: the state directory belongs to the copy from then on.
+const RetiredPrefix = "migrated:"
+
+// SetStateID binds the catalog to the state directory id, replacing any binding:
+// for a catalog catalog migrate has just filled.
+func (c *Catalog) SetStateID(ctx context.Context, id string) (err error) {
+	defer c.check(&err)
+	if id == "" {
+		return errors.New("bind the catalog: empty state id")
+	}
+	_, err = c.exec(ctx, `INSERT INTO binding (one, state_id, bound_at) VALUES (1, ?, ?)
+		ON CONFLICT (one) DO UPDATE SET state_id = excluded.state_id, bound_at = excluded.bound_at`, id, time.Now().UnixNano())
+	if err != nil {
+		return fmt.Errorf("bind the catalog: %w", err)
+	}
+	return nil
+}
+
+// Retire marks the catalog as migrated away from its state directory id, so that a
+// server started on it again (an old unit file, a forgotten --catalog) is refused
+// instead of reconciling the state directory against rows that are out of date.
+func (c *Catalog) Retire(ctx context.Context, id string) error {
+	return c.SetStateID(ctx, RetiredPrefix+id)
+}

@@ -161,6 +161,9 @@ func (m *migration) boundStateDir(ctx context.Context, src *catalog.Catalog) (st
 		return "", fmt.Errorf("--from: %w", err)
 	}
 	switch {
+	case strings.HasPrefix(srcID, catalog.RetiredPrefix):
+		return "", fmt.Errorf("%w: %s was migrated to another catalog already, and its rows are out of date; "+
+			"migrate from the catalog the state directory serves with now", branches.ErrNotBound, catalog.Redact(m.from))
 	case m.ownDir && fileID != "" && srcID != "" && fileID != srcID:
 		return "", fmt.Errorf("%w: %s has id %s, %s belongs to the state directory of id %s",
 			branches.ErrNotBound, m.stateDir, fileID, catalog.Redact(m.from), srcID)
@@ -193,14 +196,16 @@ func sameDir(a, b string) bool {
 	return errA == nil && errB == nil && pa == pb
 }
 
-// bindMigrated leaves the state directory bound to dst: Copy carried src's id;
-// a pair from before the id gets one now, in both catalogs, so that serving with
-// either keeps working.
+// bindMigrated leaves the state directory bound to dst alone: dst gets the state
+// directory's id (carried by Copy, or new for a pair from before the id), and src
+// is retired, so that a server started on src again is refused rather than
+// reconciling the state directory against rows that no longer describe it.
 func bindMigrated(ctx context.Context, stateDir string, src, dst *catalog.Catalog) error {
 	id, err := dst.StateID(ctx)
 	if err != nil {
 		return fmt.Errorf("--to: %w", err)
 	}
+	id = strings.TrimPrefix(id, catalog.RetiredPrefix) // migrating back to a retired catalog's copy
 	if id == "" {
 		if id, err = branches.ReadStateID(stateDir); err != nil {
 			return err
@@ -208,13 +213,17 @@ func bindMigrated(ctx context.Context, stateDir string, src, dst *catalog.Catalo
 		if id == "" {
 			id = branches.NewStateID()
 		}
-		for _, c := range []*catalog.Catalog{src, dst} {
-			if bound, err := c.Bind(ctx, id); err != nil || bound != id {
-				return fmt.Errorf("bind the %s catalog to %s: bound to %q (%v)", c.Backend(), stateDir, bound, err)
-			}
-		}
 	}
-	return branches.WriteStateID(stateDir, id)
+	if err := dst.SetStateID(ctx, id); err != nil {
+		return fmt.Errorf("--to: %w", err)
+	}
+	if err := branches.WriteStateID(stateDir, id); err != nil {
+		return err
+	}
+	if err := src.Retire(ctx, id); err != nil {
+		return fmt.Errorf("--from: %w", err)
+	}
+	return nil
 }
 
 // sameCatalog reports whether two catalog locations are obviously one catalog.

@@ -54,20 +54,21 @@ func TestCatalogMigrate(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].Name != "main" || got[0].Source != "app" {
 		t.Fatalf("branches in the copy: %+v, %v", got, err)
 	}
-	// The state directory, from before the state id, is bound to both catalogs.
+	// The state directory, from before the state id, is bound to the copy, and the
+	// catalog it was copied from is retired.
 	id, err := branches.ReadStateID(state)
 	if err != nil || id == "" {
 		t.Fatalf("state id after migrate: %q, %v", id, err)
 	}
-	for _, dsn := range []string{filepath.Join(state, "catalog.db"), dst} {
+	for dsn, want := range map[string]string{filepath.Join(state, "catalog.db"): catalog.RetiredPrefix + id, dst: id} {
 		c, err := catalog.Open(dsn)
 		if err != nil {
 			t.Fatal(err)
 		}
 		bound, err := c.StateID(ctx)
 		c.Close()
-		if err != nil || bound != id {
-			t.Errorf("%s is bound to %q (%v), want the state directory's %q", dsn, bound, err, id)
+		if err != nil || bound != want {
+			t.Errorf("%s is bound to %q (%v), want %q", dsn, bound, err, want)
 		}
 	}
 
@@ -77,8 +78,9 @@ func TestCatalogMigrate(t *testing.T) {
 		wantErr  string
 		wantCode int
 	}{
-		{"destination with rows", []string{"--to", dst}, "pass --force", exitError},
-		{"forced", []string{"--to", dst, "--force"}, "", exitOK},
+		{"again from the retired catalog", []string{"--to", dst, "--force"}, "migrated to another catalog already", exitError},
+		{"destination with rows", []string{"--from", dst, "--to", filepath.Join(state, "catalog.db")}, "pass --force", exitError},
+		{"back, forced", []string{"--from", dst, "--to", filepath.Join(state, "catalog.db"), "--force"}, "", exitOK},
 		{"missing source", []string{"--from", filepath.Join(other, "none.db"), "--to", filepath.Join(other, "x.db")}, "no such file", exitError},
 		{"same catalog", []string{"--from", dst, "--to", dst}, "same catalog", exitUsage},
 		{"no destination", nil, `"to" not set`, exitError},
