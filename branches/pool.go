@@ -85,7 +85,7 @@ func (m *Manager) claimLocked(k key, route router.Route, tried bool) *op {
 		if err == nil {
 			// Not cancelled with the connection: a claim cut short at its COMMIT is
 			// one whose outcome ClaimBranch must read back.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CreateTimeout)
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(m.cfg.CreateTimeout, claimReadBack))
 			err = m.cat.ClaimBranch(cctx, id, cl, "claimed by a connection")
 			cancel()
 		}
@@ -94,7 +94,9 @@ func (m *Manager) claimLocked(k key, route router.Route, tried bool) *op {
 			// client's hands, and let the pool's refill replace it once the catalog
 			// answers (a destroy goes by id, whatever its name).
 			m.log.Error("claim pooled branch", zap.String("source", k.source), zap.String("branch", k.name), zap.Error(err))
+			prev.SeedID = 0 // stale: never claimed again, destroyed by the next refill
 			m.unclaim(k, mk, member, prev)
+			m.refillSoon()
 			return fmt.Errorf("%w for %q: %w", errClaimFailed, k.name, err)
 		}
 		if err != nil {
@@ -113,6 +115,10 @@ func (m *Manager) claimLocked(k key, route router.Route, tried bool) *op {
 		return nil
 	})
 }
+
+// claimReadBack bounds how long a claim cut short at its COMMIT waits for the
+// catalog to say whether it was recorded; the connection goes on to a cold create.
+const claimReadBack = 10 * time.Second
 
 // unclaim puts a member whose claim the catalog did not record back as it was, under
 // its pool name mk: the catalog still has it so, and the claiming connection must not
