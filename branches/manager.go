@@ -84,7 +84,7 @@ type Manager struct {
 
 	creating   chan struct{} // semaphore: creations running at once
 	reapMu     sync.Mutex    // one reaper pass at a time
-	lastPrune  time.Time     // when the logs were last pruned (retention.go); under reapMu
+	lastPrune  time.Time     // when the logs were last pruned (retention.go); the reaper's loop only
 	kick       chan struct{}
 	refillDue  atomic.Bool // a refill after claims is scheduled (pool.go)
 	stopReaper context.CancelFunc

@@ -25,6 +25,7 @@ func (m *Manager) reaper(ctx context.Context) {
 		case <-m.kick:
 		}
 		m.reapPass(ctx)
+		m.pruneLogs(ctx) // not in reapPass, which a client's create may run inline
 	}
 }
 
@@ -63,7 +64,6 @@ func (m *Manager) reapPass(ctx context.Context) {
 	m.refreshRunningRoles(ctx)
 	m.expireIdle()
 	m.refillPools()
-	m.pruneLogs(ctx)
 	m.updateGauges()
 	if m.cfg.Metrics != nil {
 		m.cfg.Metrics.reapPass.Observe(time.Since(start).Seconds())

@@ -12,7 +12,8 @@ import (
 const pruneEvery = time.Hour
 
 // pruneLogs deletes transitions older than Policy.HistoryKeep and audit entries
-// older than Policy.AuditKeep, at most once per pruneEvery. m.reapMu is held.
+// older than Policy.AuditKeep, at most once per pruneEvery. Only the reaper's loop
+// calls it.
 func (m *Manager) pruneLogs(ctx context.Context) {
 	p := m.cfg.Policy
 	now := m.now()
