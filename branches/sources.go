@@ -43,8 +43,9 @@ type SourceInfo struct {
 	Databases  []string  `json:"databases"`
 	Database   string    `json:"database,omitempty"` // the database clients use by default ("" when the source does not say)
 	Branches   int       `json:"branches"`
-	Warm       int       `json:"warm"`   // pooled branches it keeps
-	Pooled     int       `json:"pooled"` // pooled branches ready or being made
+	Warm       int       `json:"warm"`         // pooled branches it keeps
+	WarmSet    int       `json:"warm_setting"` // its own setting; -1: the server's --warm
+	Pooled     int       `json:"pooled"`       // pooled branches ready or being made
 	CreatedAt  time.Time `json:"created_at"`
 	SeededAt   time.Time `json:"seeded_at"`
 }
@@ -341,7 +342,7 @@ func (m *Manager) sourceInfo(name string) SourceInfo {
 	if s.seed != nil {
 		info.Generation, info.PGVersion, info.Databases, info.SeededAt = s.seed.Generation, s.seed.PGVersion, s.seed.Databases, s.seed.ReadyAt
 	}
-	info.Warm = m.warmLocked(s)
+	info.Warm, info.WarmSet = m.warmLocked(s), s.src.Warm
 	for k, b := range m.branches {
 		switch {
 		case k.source != name:

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -52,4 +53,14 @@ func TestPgbranchtestWarm(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPool(t, s, 0) // the server's default: no pool
+	var sources []struct {
+		Name    string `json:"name"`
+		WarmSet int    `json:"warm_setting"`
+	}
+	if err := json.Unmarshal([]byte(s.mustCLI("source", "ls", "--json")), &sources); err != nil {
+		t.Fatal(err)
+	}
+	if len(sources) != 1 || sources[0].WarmSet != -1 {
+		t.Errorf("after restore: %+v, want the source back on the server's --warm (-1)", sources)
+	}
 }

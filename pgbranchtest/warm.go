@@ -15,7 +15,9 @@ import (
 // start. Call it from TestMain, before m.Run, with the options the tests pass to
 // URL; with WithMigrations it makes the template first. A suite of many short tests
 // runs fastest with n about its number of tests: each pooled server holds tens of
-// MiB while it waits. The returned function sets the pool back to the size it had.
+// MiB while it waits. The returned function sets the source's pool back to the
+// setting it had (the server's --warm, unless the source had its own); it is
+// returned also when the wait fails, so that a TestMain can call it before exiting.
 func Warm(ctx context.Context, n int, opts ...Option) (restore func(context.Context) error, err error) {
 	if n < 0 {
 		return nil, fmt.Errorf("pgbranchtest: Warm(%d): want 0 or more branches", n)
@@ -82,7 +84,7 @@ func (c *adminClient) waitPooled(ctx context.Context, source string, n int) erro
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%d of %d pooled branches of %s ready: %w", ready, n, source, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(500 * time.Millisecond): // listing measures every branch: not too often
 		}
 	}
 }
