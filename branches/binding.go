@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
@@ -133,6 +134,17 @@ func bindCatalog(ctx context.Context, cat *catalog.Catalog, stateDir, where stri
 		return fmt.Errorf("%w: the state directory %s has id %s, and the catalog %s has records of another (it has no id); "+
 			"serve with the catalog this state directory was used with",
 			ErrNotBound, stateDir, fileID, where)
+	case fileID == "" && catID == "" && hasData && hasRecords:
+		// A pair from before the id: adopt it only if the catalog knows one of the
+		// directory's branches, so that an old catalog of another state directory
+		// is not taken for this one's.
+		if ok, err := sharesBranches(ctx, cat, stateDir); err != nil || !ok {
+			if err == nil {
+				err = fmt.Errorf("%w: the catalog %s records none of the branches in %s; serve with the catalog this "+
+					"state directory was used with", ErrNotBound, where, stateDir)
+			}
+			return err
+		}
 	}
 	// A new pair, a pair from before the id, or one whose first binding was
 	// interrupted: the catalog is bound first, then the file names it.
@@ -151,4 +163,30 @@ func bindCatalog(ctx context.Context, cat *catalog.Catalog, stateDir, where stri
 		return fmt.Errorf("%w: the catalog %s was bound to the state directory of id %s meanwhile", ErrNotBound, where, bound)
 	}
 	return WriteStateID(stateDir, id)
+}
+
+// sharesBranches reports whether some branch directory of the state directory has
+// its row in the catalog (or the directory holds no branch directory at all).
+func sharesBranches(ctx context.Context, cat *catalog.Catalog, stateDir string) (bool, error) {
+	entries, err := os.ReadDir(filepath.Join(stateDir, "branches"))
+	if errors.Is(err, os.ErrNotExist) || (err == nil && len(entries) == 0) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	recs, err := cat.Branches(ctx)
+	if err != nil {
+		return false, err
+	}
+	ids := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		ids[strconv.FormatInt(r.ID, 10)] = true
+	}
+	for _, e := range entries {
+		if ids[e.Name()] {
+			return true, nil
+		}
+	}
+	return false, nil
 }
