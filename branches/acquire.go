@@ -48,6 +48,7 @@ func (l *Lease) Release() {
 		l.m.mu.Lock()
 		l.b.sessions--
 		l.use.release(l.b, l.m.now())
+		l.m.signalRoomLocked()
 		kick := l.b.sessions == 0 && (l.b.rec.Ephemeral || l.b.overQuota)
 		l.m.mu.Unlock()
 		if kick {
@@ -71,7 +72,8 @@ func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, erro
 	}
 	k := key{source, route.Branch}
 	created, resetDone := false, !route.Options.Reset
-	claimed := false // a claim from the warm pool was tried and failed
+	claimed := false     // a claim from the warm pool was tried and failed
+	var roomBy time.Time // how long to wait for room under MaxRunning (room.go)
 	for {
 		m.mu.Lock()
 		if m.closed {
@@ -94,7 +96,11 @@ func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, erro
 				continue // the world may have changed while unlocked
 			}
 			if victim, err := m.roomLocked(); err != nil {
+				signal := m.roomSignalLocked()
 				m.mu.Unlock()
+				if waitRoom(ctx, signal, &roomBy) {
+					continue
+				}
 				return nil, err
 			} else if victim != nil {
 				o = victim
@@ -145,7 +151,11 @@ func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, erro
 			return l, nil
 		default:
 			if victim, err := m.roomLocked(); err != nil {
+				signal := m.roomSignalLocked()
 				m.mu.Unlock()
+				if waitRoom(ctx, signal, &roomBy) {
+					continue
+				}
 				return nil, err
 			} else if victim != nil {
 				o = victim

@@ -37,6 +37,7 @@ func (m *Manager) startOp(b *branch, what string, fn func(ctx context.Context) e
 		if b.op == o {
 			b.op = nil
 		}
+		m.signalRoomLocked()
 		m.mu.Unlock()
 		close(o.done)
 	}()

@@ -92,6 +92,7 @@ type Manager struct {
 
 	mu         sync.Mutex
 	closed     bool
+	roomFreed  chan struct{} // closed when a session ends or an operation finishes (room.go)
 	branches   map[key]*branch
 	sources    map[string]*sourceState
 	running    *simplelru.LRU[key, struct{}] // running branches, least recently used first
