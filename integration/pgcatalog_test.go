@@ -131,25 +131,14 @@ func TestCatalogOutage(t *testing.T) {
 func testCatalogOutage(t *testing.T, how string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cat, err := catalogtest.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cat.Stop(); err != nil {
-			t.Errorf("stop the catalog server: %v", err)
-		}
-	})
-	url, err := cat.NewDatabase(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat, url := startCatalog(t, ctx)
 	// Registered after the catalog's cleanup, so it runs first: serve stops while
 	// its catalog is up.
 	s := startServer(t, newStateDir(t), "--catalog", url)
 	s.seedSQL("app", lifecycleSQL)
 	open := s.connect(t, "app@up")
 
+	var err error
 	if how == "kill9" {
 		err = cat.Kill()
 	} else {
