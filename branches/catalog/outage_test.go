@@ -28,15 +28,7 @@ func testPostgresOutage(t *testing.T, how string) {
 	catalog.TestNeedPostgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv, err := catalogtest.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	url, err := srv.NewDatabase(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, url := startOwnServer(t, ctx)
 	c, err := catalog.Open(url)
 	if err != nil {
 		t.Fatal(err)
@@ -89,4 +81,20 @@ func testPostgresOutage(t *testing.T, how string) {
 	if len(got) != 12 {
 		t.Errorf("%d branches after the outage, want 12 (4 before, 8 after)", len(got))
 	}
+}
+
+// startOwnServer starts a catalog server of the test's own (one it may stop, kill
+// and restart), stopped when the test ends, and returns it with a new database's URL.
+func startOwnServer(t *testing.T, ctx context.Context) (*catalogtest.Server, string) {
+	t.Helper()
+	srv, err := catalogtest.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	url, err := srv.NewDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, url
 }

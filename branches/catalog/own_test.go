@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
-	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog/catalogtest"
 )
 
 // TestOwn: a Postgres catalog is owned by one server at a time; a SQLite file is
@@ -67,15 +66,7 @@ func testOwnAcrossRestart(t *testing.T, how string) {
 	catalog.TestNeedPostgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv, err := catalogtest.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	url, err := srv.NewDatabase(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, url := startOwnServer(t, ctx)
 	first, err := catalog.Open(url)
 	if err != nil {
 		t.Fatal(err)
