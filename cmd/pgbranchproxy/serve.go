@@ -322,7 +322,7 @@ func serve(g *globalFlags, f *serveFlags) error {
 		defer tcpAdmin.Close()
 	}
 
-	ln, err := net.Listen("tcp", f.listen)
+	ln, err := proxy.Listen(ctx, f.listen)
 	if err != nil {
 		adminSrv.Close()
 		mgr.Close(context.Background())
