@@ -42,6 +42,7 @@ type pumpSession struct {
 	writeTimeout   time.Duration
 	track          *sessionTrack   // set when the server session may be reused
 	result         chan pumpResult // receives once, when the session has ended
+	unwatched      [2]bool         // client, server: already out of the epoll set
 }
 
 // pumpResult is how a session ended.
@@ -260,7 +261,7 @@ func (p *pump) serve(s *pumpSession, fd int, events uint32) {
 		// src is gone while its last bytes wait for dst: stop watching src (its
 		// hang-up would be reported again and again) and end once they are written.
 		dir.eof = true
-		unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, src, nil)
+		p.unwatch(s, src)
 		return
 	}
 	if events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 && !dir.pending() && !dir.eof {
@@ -295,7 +296,7 @@ func (p *pump) move(s *pumpSession, src, dst int, d *pumpDir) {
 				if fwd := s.track.fromClient(d.buf[:n]); s.track.terminated {
 					// The Terminate stays here: write what came before it, then end.
 					n, d.eof = fwd, true
-					unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, src, nil)
+					p.unwatch(s, src)
 				}
 			} else {
 				s.track.fromServer(d.buf[:n])
@@ -352,10 +353,13 @@ func (p *pump) flush(s *pumpSession, d *pumpDir, dst int) bool {
 // watch sets each socket's interest: readable unless its outgoing bytes wait,
 // writable while bytes for it wait.
 func (p *pump) watch(s *pumpSession) {
-	for _, x := range []struct {
+	for i, x := range []struct {
 		fd      int
 		out, in *pumpDir // out: from this socket; in: to this socket
 	}{{s.client, &s.toServer, &s.toClient}, {s.server, &s.toClient, &s.toServer}} {
+		if s.unwatched[i] {
+			continue // its source ended; only the other side still waits
+		}
 		var ev uint32
 		if !x.out.pending() {
 			ev |= unix.EPOLLIN | unix.EPOLLRDHUP
@@ -364,6 +368,20 @@ func (p *pump) watch(s *pumpSession) {
 			ev |= unix.EPOLLOUT
 		}
 		unix.EpollCtl(p.epfd, unix.EPOLL_CTL_MOD, x.fd, &unix.EpollEvent{Events: ev, Fd: int32(x.fd)})
+	}
+}
+
+// unwatch takes fd, one of s's sockets, out of the epoll set, once: each socket
+// leaves the set explicitly before it is closed or handed back, because a forked
+// child holding a copy of it would keep its registration alive.
+func (p *pump) unwatch(s *pumpSession, fd int) {
+	i := 0
+	if fd == s.server {
+		i = 1
+	}
+	if !s.unwatched[i] {
+		s.unwatched[i] = true
+		unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, fd, nil)
 	}
 }
 
@@ -386,8 +404,8 @@ func (p *pump) end(s *pumpSession, cause endCause) {
 	if !live {
 		return
 	}
-	unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, s.client, nil)
-	unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, s.server, nil)
+	p.unwatch(s, s.client)
+	p.unwatch(s, s.server)
 	unix.Close(s.client)
 	r := pumpResult{stalled: cause == endStalled, server: -1}
 	if cause == endClient && s.track != nil && !s.toServer.pending() && s.track.idle() {
