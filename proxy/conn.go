@@ -113,9 +113,12 @@ func (s *Server) handle(raw net.Conn) {
 		s.cancels.revoke(sc.pid, secret)
 		lease.Release()
 	})
-	keep := err == nil && s.relaySession(conn, raw, sc, leave, log)
+	keep, clean := false, false
+	if err == nil {
+		keep, clean = s.relaySession(conn, raw, sc, route.Params["application_name"], leave, log)
+	}
 	leave()
-	s.endSession(lease, sc, keep, route.Params["application_name"], log)
+	s.endSession(lease, sc, keep, clean, route.Params["application_name"], log)
 }
 
 // serverSession gives a client a server session on its branch: a parked one with
@@ -149,57 +152,85 @@ func (s *Server) serverSession(ctx context.Context, lease Lease, params map[stri
 }
 
 // relaySession relays the logged-in session until either side ends it. It reports
-// whether the server session was left idle and can be reset and reused. It may call
-// leave once the client has left.
-func (s *Server) relaySession(conn, raw net.Conn, sc *serverConn, leave func(), log *zap.Logger) (keep bool) {
+// whether the server session was left idle and can be reused, and whether it has
+// been reset already (the epoll pump resets it, for the next client to set
+// application_name to appName). It may call leave once the client has left.
+func (s *Server) relaySession(conn, raw net.Conn, sc *serverConn, appName string, leave func(), log *zap.Logger) (keep, clean bool) {
+	if s.relayStats.Mode != RelayEpoll {
+		// The kernel relay takes the server connection as a Go connection.
+		if err := sc.attach(); err != nil {
+			log.Warn("take back server connection", zap.Error(err))
+			return false, false
+		}
+	}
 	keep, handled, done := s.relayInKernel(conn, sc, leave, log)
 	defer done()
 	if handled {
-		return keep
+		return keep, false
 	}
 	var track *sessionTrack
 	if s.cfg.Reuse {
 		track = &sessionTrack{}
 	}
 	if tc := plainTCP(conn); tc != nil && len(s.pumps) > 0 {
-		result, err := s.pump().add(tc, sc.Conn, s.cfg.WriteTimeout, track)
+		var reset *pumpReset
+		if track != nil && !s.retired(sc) {
+			reset = newPumpReset(sc.resetQueries(appName), s.cfg.CancelTimeout)
+		}
+		result, err := s.pump().addSession(tc, sc, s.cfg.WriteTimeout, track, reset)
 		if err != nil {
 			log.Error("hand session to pump", zap.Error(err))
-			return false
+			return false, false
 		}
 		r := <-result
 		if r.stalled {
 			log.Info("client stopped reading: session cut off", zap.Duration("write_timeout", s.cfg.WriteTimeout))
 		}
+		if r.resetting {
+			leave() // the client has left; the branch must not wait for the reset
+			if r = <-result; r.server < 0 {
+				if ce := log.Check(zap.DebugLevel, "server session not reused"); ce != nil {
+					ce.Write(zap.Error(errResetFailed))
+				}
+				return false, false
+			}
+			sc.detach(r.server)
+			sc.appName = appName
+			return true, true
+		}
 		if r.server < 0 {
-			return false
+			return false, false
 		}
-		c, err := fdConn(r.server)
-		if err != nil {
-			log.Warn("take back server connection", zap.Error(err))
-			return false
-		}
-		sc.Conn = c
-		return true
+		sc.detach(r.server)
+		return true, false
+	}
+	if err := sc.attach(); err != nil {
+		log.Warn("take back server connection", zap.Error(err))
+		return false, false
 	}
 	stalled, keep := relay(conn, sc.Conn, s.cfg.WriteTimeout, track)
 	if stalled {
 		log.Info("client stopped reading: session cut off", zap.Duration("write_timeout", s.cfg.WriteTimeout))
 		abort(raw)
 	}
-	return keep
+	return keep, false
+}
+
+// retired reports whether a server session is too old to be kept (ServerLifetime).
+func (s *Server) retired(sc *serverConn) bool {
+	return s.cfg.ServerLifetime > 0 && time.Since(sc.started) > s.cfg.ServerLifetime
 }
 
 // endSession ends the client's session, whose lease has been released: an idle
-// server session is reset and parked on the branch for the next client with its
-// startup key; any other is closed. The lease goes first because the client has
-// left, and whoever waits for the branch's sessions to end (stop, reset, destroy)
-// must not wait for the reset.
-func (s *Server) endSession(lease Lease, sc *serverConn, keep bool, appName string, log *zap.Logger) {
-	if keep && s.cfg.ServerLifetime > 0 && time.Since(sc.started) > s.cfg.ServerLifetime {
+// server session is reset (unless clean: the pump reset it) and parked on the
+// branch for the next client with its startup key; any other is closed. The lease
+// goes first because the client has left, and whoever waits for the branch's
+// sessions to end (stop, reset, destroy) must not wait for the reset.
+func (s *Server) endSession(lease Lease, sc *serverConn, keep, clean bool, appName string, log *zap.Logger) {
+	if keep && s.retired(sc) {
 		keep = false
 	}
-	if keep {
+	if keep && !clean {
 		if err := sc.reset(appName, s.cfg.CancelTimeout); err != nil {
 			if ce := log.Check(zap.DebugLevel, "server session not reused"); ce != nil {
 				ce.Write(zap.Error(err))

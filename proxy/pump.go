@@ -30,6 +30,8 @@ type pump struct {
 	stop  bool
 	done  chan struct{}
 
+	scratch [512]byte // the loop reads reset answers into it
+
 	beforeEpollAdd func() // tests only: runs in add, under mu, just before the epoll registration
 }
 
@@ -41,14 +43,19 @@ type pumpSession struct {
 	toClient       pumpDir // server -> client
 	writeTimeout   time.Duration
 	track          *sessionTrack   // set when the server session may be reused
-	result         chan pumpResult // receives once, when the session has ended
+	result         chan pumpResult // receives when the session has ended, and again after a reset
 	unwatched      [2]bool         // client, server: already out of the epoll set
+	reset          *pumpReset      // run when the client leaves the server idle; nil: hand it back as it is
+	resetting      bool            // the client has left and the reset's answer is awaited
 }
 
 // pumpResult is how a session ended.
 type pumpResult struct {
 	stalled bool // the client was cut off for not reading
 	server  int  // the server's socket, left open because the session is idle and reusable; -1 if closed
+	// resetting: the client left the server idle and the pump is resetting it; a
+	// second result follows with the reset server's socket, or -1.
+	resetting bool
 }
 
 // How a session ended, as end is told.
@@ -128,18 +135,29 @@ func dupSocket(c net.Conn) (int, error) {
 // pump follows the protocol (see sessionTrack): the client's Terminate is not passed
 // on, and a server session the client leaves idle is handed back open.
 func (p *pump) add(client, server net.Conn, writeTimeout time.Duration, track *sessionTrack) (<-chan pumpResult, error) {
+	return p.addSession(client, &serverConn{Conn: server, fd: -1}, writeTimeout, track, nil)
+}
+
+// addSession is add for a server session, whose socket may already be out of Go's
+// hands (detached, as the pump handed it back). With reset set, a server session
+// the client leaves idle is reset by the pump: the channel then receives twice (see
+// pumpResult.resetting). The session's socket belongs to the pump from here on.
+func (p *pump) addSession(client net.Conn, sc *serverConn, writeTimeout time.Duration, track *sessionTrack, reset *pumpReset) (<-chan pumpResult, error) {
 	cfd, err := dupSocket(client)
 	if err != nil {
 		return nil, err
 	}
-	sfd, err := dupSocket(server)
-	if err != nil {
-		unix.Close(cfd)
-		return nil, err
+	sfd := sc.fd
+	if sc.Conn != nil {
+		if sfd, err = dupSocket(sc.Conn); err != nil {
+			unix.Close(cfd)
+			return nil, err
+		}
+		sc.Conn.Close()
 	}
+	sc.Conn, sc.fd = nil, -1
 	client.Close()
-	server.Close()
-	s := &pumpSession{client: cfd, server: sfd, writeTimeout: writeTimeout, track: track, result: make(chan pumpResult, 1),
+	s := &pumpSession{client: cfd, server: sfd, writeTimeout: writeTimeout, track: track, reset: reset, result: make(chan pumpResult, 2),
 		toServer: newPumpDir(), toClient: newPumpDir()}
 	// Under the lock, so that the loop cannot end the session (closing its
 	// descriptors) or close the epoll set while the session is half registered.
@@ -200,7 +218,11 @@ func (p *pump) run() {
 			p.mu.Lock()
 			s := p.socks[fd]
 			p.mu.Unlock()
-			if s != nil {
+			switch {
+			case s == nil:
+			case s.resetting:
+				p.readReset(s)
+			default:
 				p.serve(s, int(fd), events[i].Events)
 			}
 		}
@@ -231,13 +253,21 @@ func (p *pump) run() {
 // sweep cuts off sessions whose client has not taken its bytes for writeTimeout.
 func (p *pump) sweep(now time.Time) {
 	p.mu.Lock()
-	var stalled []*pumpSession
+	var stalled, slowReset []*pumpSession
 	for fd, s := range p.socks {
-		if int(fd) == s.client && s.toClient.pending() && now.Sub(s.toClient.since) >= s.writeTimeout {
+		switch {
+		case s.resetting:
+			if now.After(s.reset.deadline) {
+				slowReset = append(slowReset, s)
+			}
+		case int(fd) == s.client && s.toClient.pending() && now.Sub(s.toClient.since) >= s.writeTimeout:
 			stalled = append(stalled, s)
 		}
 	}
 	p.mu.Unlock()
+	for _, s := range slowReset {
+		p.finishReset(s, false)
+	}
 	for _, s := range stalled {
 		// Reset, do not linger: what the client did not read is thrown away.
 		unix.SetsockoptLinger(s.client, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
@@ -393,11 +423,16 @@ func otherSide(s *pumpSession, fd int) int {
 }
 
 // end removes the session, closes its sockets and reports how it ended; a server
-// session the client left idle stays open when the session is tracked. Only the
-// loop calls it; a session ends once.
+// session the client left idle stays open when the session is tracked, and is
+// reset first when the session has a reset. Only the loop calls it; a session ends
+// once (a session being reset ends with its reset).
 func (p *pump) end(s *pumpSession, cause endCause) {
+	if s.resetting {
+		p.finishReset(s, false)
+		return
+	}
 	p.mu.Lock()
-	_, live := p.socks[int32(s.client)]
+	live := p.socks[int32(s.client)] == s
 	delete(p.socks, int32(s.client))
 	delete(p.socks, int32(s.server))
 	p.mu.Unlock()
@@ -405,16 +440,25 @@ func (p *pump) end(s *pumpSession, cause endCause) {
 		return
 	}
 	p.unwatch(s, s.client)
-	p.unwatch(s, s.server)
 	unix.Close(s.client)
-	r := pumpResult{stalled: cause == endStalled, server: -1}
-	if cause == endClient && s.track != nil && !s.toServer.pending() && s.track.idle() {
-		r.server = s.server
-	} else {
-		unix.Close(s.server)
-	}
+	reusable := cause == endClient && s.track != nil && !s.toServer.pending() && s.track.idle()
+	readOff := s.toClient.pending() // watch took reading off the server
 	s.toServer.release()
 	s.toClient.release()
+	r := pumpResult{stalled: cause == endStalled, server: -1}
+	switch {
+	case reusable && s.reset != nil:
+		if r.resetting = p.startReset(s, readOff); !r.resetting {
+			p.unwatch(s, s.server)
+			unix.Close(s.server)
+		}
+	case reusable:
+		p.unwatch(s, s.server)
+		r.server = s.server
+	default:
+		p.unwatch(s, s.server)
+		unix.Close(s.server)
+	}
 	s.result <- r
 }
 

@@ -22,7 +22,11 @@ import (
 // the same startup key can be handed the same session and see what a fresh start
 // would have shown it.
 type serverConn struct {
+	// Conn is the server connection; nil while the session is detached: its
+	// socket, fd, then belongs to no Go connection (the epoll pump handed it back
+	// after resetting it) and attach makes one of it when one is needed.
 	net.Conn
+	fd       int // the detached socket; -1 when Conn is set
 	key      string
 	pid      uint32
 	secret   []byte // the backend's own secret, used only to forward cancels
@@ -134,7 +138,7 @@ func startSession(conn net.Conn, params map[string]string) (*serverConn, error) 
 	if _, err := conn.Write(startup); err != nil {
 		return nil, fmt.Errorf("write to branch server: %w", err)
 	}
-	sc := &serverConn{Conn: conn, key: startupKey(params), started: time.Now()}
+	sc := &serverConn{Conn: conn, fd: -1, key: startupKey(params), started: time.Now()}
 	br := bufio.NewReaderSize(conn, 4096)
 	for {
 		typ, msg, err := readMessage(br, maxBackendStartupMessage)
@@ -216,6 +220,9 @@ func (sc *serverConn) exec(timeout time.Duration, sqls ...string) error {
 // Sync), and reads to the last of them; each must say 'I', with no ErrorResponse on
 // the way. what names the work in an error.
 func (sc *serverConn) roundTrip(timeout time.Duration, msgs []byte, n int, what string) error {
+	if err := sc.attach(); err != nil {
+		return err
+	}
 	sc.SetDeadline(time.Now().Add(timeout))
 	defer sc.SetDeadline(time.Time{})
 	if _, err := sc.Write(msgs); err != nil {
@@ -271,16 +278,55 @@ const resetQuery = "DISCARD ALL"
 // the next client with the same name (a test suite, pgbench -C) needs no SET. The
 // session must be idle outside a transaction.
 func (sc *serverConn) reset(appName string, timeout time.Duration) error {
-	if appName == sc.startApp {
-		sc.appName = appName
-		return sc.exec(timeout, resetQuery)
-	}
 	sc.appName = ""
-	if err := sc.exec(timeout, resetQuery, setAppNameQuery(appName)); err != nil {
+	if err := sc.exec(timeout, sc.resetQueries(appName)...); err != nil {
 		return err
 	}
 	sc.appName = appName
 	return nil
+}
+
+// resetQueries are the queries of a reset that leaves application_name at appName.
+func (sc *serverConn) resetQueries(appName string) []string {
+	if appName == sc.startApp {
+		return []string{resetQuery}
+	}
+	return []string{resetQuery, setAppNameQuery(appName)}
+}
+
+// detach makes fd, a socket the epoll pump handed back, the session's connection,
+// outside Go's netpoller: the next pumped session takes it as it is.
+func (sc *serverConn) detach(fd int) { sc.Conn, sc.fd = nil, fd }
+
+// attach gives a detached session's socket to a Go connection, for the relays and
+// queries that need one. On failure the socket is closed.
+func (sc *serverConn) attach() error {
+	if sc.Conn != nil {
+		return nil
+	}
+	if sc.fd < 0 {
+		return net.ErrClosed
+	}
+	c, err := fdConn(sc.fd)
+	sc.fd = -1
+	if err != nil {
+		return fmt.Errorf("take back server connection: %w", err)
+	}
+	sc.Conn = c
+	return nil
+}
+
+// Close closes the server connection, detached or not.
+func (sc *serverConn) Close() error {
+	if sc.Conn != nil {
+		return sc.Conn.Close()
+	}
+	if sc.fd < 0 {
+		return nil
+	}
+	fd := sc.fd
+	sc.fd = -1
+	return unix.Close(fd)
 }
 
 // setAppName applies a client's application_name to a reused session.
@@ -310,6 +356,9 @@ func quoteLiteral(s string) string {
 // nothing (a terminated backend sends an ErrorResponse and closes) and its socket
 // is open. It never blocks.
 func (sc *serverConn) alive() bool {
+	if sc.Conn == nil {
+		return sc.fd >= 0 && peekNothing(uintptr(sc.fd))
+	}
 	c, ok := sc.Conn.(syscall.Conn)
 	if !ok {
 		return false
@@ -320,12 +369,17 @@ func (sc *serverConn) alive() bool {
 	}
 	live := false
 	err = raw.Read(func(fd uintptr) bool {
-		var one [1]byte
-		_, _, rerr := unix.Recvfrom(int(fd), one[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-		live = rerr == unix.EAGAIN
+		live = peekNothing(fd)
 		return true
 	})
 	return err == nil && live
+}
+
+// peekNothing reports whether the socket fd is open with nothing to read.
+func peekNothing(fd uintptr) bool {
+	var one [1]byte
+	_, _, err := unix.Recvfrom(int(fd), one[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	return err == unix.EAGAIN
 }
 
 // dialServer dials the branch server and starts a session for params.

@@ -1,0 +1,144 @@
+package proxy
+
+import (
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+	"golang.org/x/sys/unix"
+)
+
+// A pumped session's server connection, left idle by its client, is reset by the
+// pump itself: it writes the reset queries to the server's socket and reads their
+// answers in its loop, then hands the socket back out of its epoll set and outside
+// Go's netpoller. The next pumped session takes the socket as it is, so a reused
+// server connection never goes back and forth between the two (a dup, a close and
+// two epoll changes one way; a dup, four address and option look-ups and two epoll
+// changes the other) and its reset costs no goroutine wake-up of its own.
+
+// pumpReset is a reset the pump runs, and what it has seen of the server's answer.
+type pumpReset struct {
+	msgs     []byte        // the reset's queries
+	want     int           // ReadyForQuery answers they end in
+	timeout  time.Duration // from the write to the last answer
+	deadline time.Time
+
+	frames   frames
+	got      int  // ReadyForQuery messages seen
+	failed   bool // an ErrorResponse, or a status other than 'I'
+	wantStat bool // the last ReadyForQuery's status byte is still to come
+}
+
+// newPumpReset returns the reset of these queries, bounded by timeout.
+func newPumpReset(queries []string, timeout time.Duration) *pumpReset {
+	var msgs []byte
+	for _, q := range queries {
+		msgs, _ = (&pgproto3.Query{String: q}).Encode(msgs)
+	}
+	return &pumpReset{msgs: msgs, want: len(queries), timeout: timeout}
+}
+
+// take notes b, the next bytes of the server's answer. It reports done once the
+// last ReadyForQuery has come, and ok when every one said 'I', no ErrorResponse
+// came, and nothing came after the last one (as serverConn.roundTrip requires).
+func (r *pumpReset) take(b []byte) (done, ok bool) {
+	if r.wantStat && len(b) > 0 {
+		r.wantStat = false
+		r.failed = r.failed || b[0] != 'I'
+		if r.got == r.want {
+			return true, !r.failed && len(b) == 1
+		}
+	}
+	end := -1
+	r.frames.scan(b, func(typ byte, _, bodyAt int) bool {
+		switch typ {
+		case 'E':
+			r.failed = true
+		case 'Z':
+			r.got++
+			if bodyAt >= len(b) {
+				r.wantStat = true
+			} else {
+				r.failed = r.failed || b[bodyAt] != 'I'
+			}
+			if r.got == r.want {
+				end = bodyAt + 1
+				return false
+			}
+		}
+		return true
+	})
+	switch {
+	case r.frames.broken:
+		return true, false
+	case end < 0 || r.wantStat:
+		return false, false
+	}
+	return true, !r.failed && end == len(b)
+}
+
+// startReset writes s's reset to its server, whose client has left, and keeps the
+// server's socket in the loop for the answer. The socket's interest is set back to
+// reading when pending bytes for the client had taken it away (watch). It reports
+// false when the queries could not be written whole; the caller closes the socket.
+func (p *pump) startReset(s *pumpSession, readOff bool) bool {
+	r := s.reset
+	n, err := p.write(s.server, r.msgs)
+	for err == unix.EINTR {
+		n, err = p.write(s.server, r.msgs)
+	}
+	if err != nil || n != len(r.msgs) {
+		return false
+	}
+	if readOff {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(s.server)}
+		if unix.EpollCtl(p.epfd, unix.EPOLL_CTL_MOD, s.server, &ev) != nil {
+			return false
+		}
+	}
+	r.deadline = time.Now().Add(r.timeout)
+	s.resetting = true
+	p.mu.Lock()
+	p.socks[int32(s.server)] = s
+	p.mu.Unlock()
+	return true
+}
+
+// readReset reads the server's answer to s's reset.
+func (p *pump) readReset(s *pumpSession) {
+	for {
+		n, err := p.read(s.server, p.scratch[:])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return
+		case err != nil || n == 0:
+			p.finishReset(s, false)
+			return
+		}
+		if done, ok := s.reset.take(p.scratch[:n]); done {
+			p.finishReset(s, ok)
+			return
+		}
+	}
+}
+
+// finishReset ends s's reset: the server's socket leaves the loop and goes back
+// to the session's owner when the reset succeeded, else it is closed.
+func (p *pump) finishReset(s *pumpSession, ok bool) {
+	p.mu.Lock()
+	live := p.socks[int32(s.server)] == s
+	delete(p.socks, int32(s.server))
+	p.mu.Unlock()
+	if !live {
+		return
+	}
+	p.unwatch(s, s.server)
+	r := pumpResult{server: -1}
+	if ok {
+		r.server = s.server
+	} else {
+		unix.Close(s.server)
+	}
+	s.result <- r
+}
