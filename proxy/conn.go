@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -113,18 +114,62 @@ func (s *Server) handle(raw net.Conn) {
 		s.cancels.revoke(sc.pid, secret)
 		lease.Release()
 	})
-	keep, clean := false, false
-	if err == nil {
-		keep, clean = s.relaySession(conn, raw, sc, route.Params["application_name"], leave, log)
+	if err != nil {
+		leave()
+		sc.Close()
+		return
 	}
+	appName := route.Params["application_name"]
+	park := &parkAfterLeave{park: func(server int) { s.parkReset(lease, sc, server, appName, log) }}
+	end := s.relaySession(conn, raw, sc, park, appName, leave, log)
 	leave()
-	s.endSession(lease, sc, keep, clean, route.Params["application_name"], log)
+	if end == relayParking {
+		park.left()
+		return
+	}
+	s.endSession(lease, sc, end == relayIdle, appName, log)
 }
+
+// parkAfterLeave parks a session the pump reset only once its client's lease has
+// been released (Lease.Park comes after Release), whichever of the two ends first:
+// the reset's end runs the parking if the lease is gone, else leaves it to left.
+type parkAfterLeave struct {
+	park   func(server int)
+	state  atomic.Int32 // 0; 1: the lease was released first; 2: the reset ended first
+	server int          // set before state becomes 2
+}
+
+// ended is the reset's then.
+func (p *parkAfterLeave) ended(server int) {
+	p.server = server
+	if !p.state.CompareAndSwap(0, 2) {
+		p.park(server)
+	}
+}
+
+// left is called once the lease has been released.
+func (p *parkAfterLeave) left() {
+	if !p.state.CompareAndSwap(0, 1) {
+		p.park(p.server)
+	}
+}
+
+// relayEnd says what a relayed session left of its server session.
+type relayEnd int
+
+const (
+	relayClosed  relayEnd = iota // closed, or not reusable: close it
+	relayIdle                    // idle, to be reset and parked
+	relayParking                 // being reset by the pump, which parks it (and owns it meanwhile)
+)
 
 // serverSession gives a client a server session on its branch: a parked one with
 // the same startup key when reuse is on and one is alive, else a new one.
 func (s *Server) serverSession(ctx context.Context, lease Lease, params map[string]string) (*serverConn, bool, error) {
 	if s.cfg.Reuse {
+		for _, p := range s.pumps {
+			p.drainResets() // park what the pumps have reset
+		}
 		key := startupKey(params)
 		for c := lease.TakeIdle(key); c != nil; c = lease.TakeIdle(key) {
 			sc, ok := c.(*serverConn)
@@ -152,21 +197,23 @@ func (s *Server) serverSession(ctx context.Context, lease Lease, params map[stri
 }
 
 // relaySession relays the logged-in session until either side ends it. It reports
-// whether the server session was left idle and can be reused, and whether it has
-// been reset already (the epoll pump resets it, for the next client to set
-// application_name to appName). It may call leave once the client has left.
-func (s *Server) relaySession(conn, raw net.Conn, sc *serverConn, appName string, leave func(), log *zap.Logger) (keep, clean bool) {
+// what is left of the server session: nothing to keep, an idle session to reset
+// and park, or one the epoll pump is resetting for the next client to set
+// application_name to appName, which park parks once it has been reset and the
+// handler has called park.left (the handler must not touch sc otherwise). It may
+// call leave once the client has left.
+func (s *Server) relaySession(conn, raw net.Conn, sc *serverConn, park *parkAfterLeave, appName string, leave func(), log *zap.Logger) relayEnd {
 	if s.relayStats.Mode != RelayEpoll {
 		// The kernel relay takes the server connection as a Go connection.
 		if err := sc.attach(); err != nil {
 			log.Warn("take back server connection", zap.Error(err))
-			return false, false
+			return relayClosed
 		}
 	}
 	keep, handled, done := s.relayInKernel(conn, sc, leave, log)
 	defer done()
 	if handled {
-		return keep, false
+		return endOf(keep)
 	}
 	var track *sessionTrack
 	if s.cfg.Reuse {
@@ -175,45 +222,60 @@ func (s *Server) relaySession(conn, raw net.Conn, sc *serverConn, appName string
 	if tc := plainTCP(conn); tc != nil && len(s.pumps) > 0 {
 		var reset *pumpReset
 		if track != nil && !s.retired(sc) {
-			reset = newPumpReset(sc.resetQueries(appName), s.cfg.CancelTimeout)
+			reset = newPumpReset(sc.resetQueries(appName), s.cfg.CancelTimeout, park.ended)
 		}
 		result, err := s.pump().addSession(tc, sc, s.cfg.WriteTimeout, track, reset)
 		if err != nil {
 			log.Error("hand session to pump", zap.Error(err))
-			return false, false
+			return relayClosed
 		}
 		r := <-result
 		if r.stalled {
 			log.Info("client stopped reading: session cut off", zap.Duration("write_timeout", s.cfg.WriteTimeout))
 		}
 		if r.resetting {
-			leave() // the client has left; the branch must not wait for the reset
-			if r = <-result; r.server < 0 {
-				if ce := log.Check(zap.DebugLevel, "server session not reused"); ce != nil {
-					ce.Write(zap.Error(errResetFailed))
-				}
-				return false, false
-			}
-			sc.detach(r.server)
-			sc.appName = appName
-			return true, true
+			return relayParking
 		}
 		if r.server < 0 {
-			return false, false
+			return relayClosed
 		}
 		sc.detach(r.server)
-		return true, false
+		return relayIdle
 	}
 	if err := sc.attach(); err != nil {
 		log.Warn("take back server connection", zap.Error(err))
-		return false, false
+		return relayClosed
 	}
 	stalled, keep := relay(conn, sc.Conn, s.cfg.WriteTimeout, track)
 	if stalled {
 		log.Info("client stopped reading: session cut off", zap.Duration("write_timeout", s.cfg.WriteTimeout))
 		abort(raw)
 	}
-	return keep, false
+	return endOf(keep)
+}
+
+func endOf(keep bool) relayEnd {
+	if keep {
+		return relayIdle
+	}
+	return relayClosed
+}
+
+// parkReset parks a server session the pump has reset for a client that set
+// application_name to appName (server is its socket), or notes that the reset
+// failed (server -1; the pump closed the socket). The lease was released when the
+// client left.
+func (s *Server) parkReset(lease Lease, sc *serverConn, server int, appName string, log *zap.Logger) {
+	if server < 0 {
+		if ce := log.Check(zap.DebugLevel, "server session not reused"); ce != nil {
+			ce.Write(zap.Error(errResetFailed))
+		}
+		return
+	}
+	sc.detach(server)
+	sc.appName = appName
+	sc.parked = time.Now()
+	lease.Park(sc.key, sc)
 }
 
 // retired reports whether a server session is too old to be kept (ServerLifetime).
@@ -222,15 +284,15 @@ func (s *Server) retired(sc *serverConn) bool {
 }
 
 // endSession ends the client's session, whose lease has been released: an idle
-// server session is reset (unless clean: the pump reset it) and parked on the
-// branch for the next client with its startup key; any other is closed. The lease
-// goes first because the client has left, and whoever waits for the branch's
-// sessions to end (stop, reset, destroy) must not wait for the reset.
-func (s *Server) endSession(lease Lease, sc *serverConn, keep, clean bool, appName string, log *zap.Logger) {
+// server session is reset and parked on the branch for the next client with its
+// startup key; any other is closed. The lease goes first because the client has
+// left, and whoever waits for the branch's sessions to end (stop, reset, destroy)
+// must not wait for the reset.
+func (s *Server) endSession(lease Lease, sc *serverConn, keep bool, appName string, log *zap.Logger) {
 	if keep && s.retired(sc) {
 		keep = false
 	}
-	if keep && !clean {
+	if keep {
 		if err := sc.reset(appName, s.cfg.CancelTimeout); err != nil {
 			if ce := log.Check(zap.DebugLevel, "server session not reused"); ce != nil {
 				ce.Write(zap.Error(err))

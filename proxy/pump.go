@@ -30,7 +30,10 @@ type pump struct {
 	stop  bool
 	done  chan struct{}
 
-	scratch [512]byte // the loop reads reset answers into it
+	scratch [512]byte     // the loop reads reset answers into it
+	resets  []doneReset   // ended resets whose then has not run yet; under mu
+	kick    chan struct{} // wakes drainer to run them
+	drained chan struct{} // closed when drainer has returned
 
 	beforeEpollAdd func() // tests only: runs in add, under mu, just before the epoll registration
 }
@@ -43,7 +46,7 @@ type pumpSession struct {
 	toClient       pumpDir // server -> client
 	writeTimeout   time.Duration
 	track          *sessionTrack   // set when the server session may be reused
-	result         chan pumpResult // receives when the session has ended, and again after a reset
+	result         chan pumpResult // receives once, when the session has ended
 	unwatched      [2]bool         // client, server: already out of the epoll set
 	reset          *pumpReset      // run when the client leaves the server idle; nil: hand it back as it is
 	resetting      bool            // the client has left and the reset's answer is awaited
@@ -53,8 +56,8 @@ type pumpSession struct {
 type pumpResult struct {
 	stalled bool // the client was cut off for not reading
 	server  int  // the server's socket, left open because the session is idle and reusable; -1 if closed
-	// resetting: the client left the server idle and the pump is resetting it; a
-	// second result follows with the reset server's socket, or -1.
+	// resetting: the client left the server idle and the pump is resetting it;
+	// the reset's then is told how it ended.
 	resetting bool
 }
 
@@ -107,8 +110,10 @@ func newPump(raw bool) (*pump, error) {
 		unix.Close(wake)
 		return nil, err
 	}
-	p := &pump{raw: raw, epfd: epfd, wake: wake, socks: map[int32]*pumpSession{}, done: make(chan struct{})}
+	p := &pump{raw: raw, epfd: epfd, wake: wake, socks: map[int32]*pumpSession{}, done: make(chan struct{}),
+		kick: make(chan struct{}, 1), drained: make(chan struct{})}
 	go p.run()
+	go p.drainer()
 	return p, nil
 }
 
@@ -140,8 +145,9 @@ func (p *pump) add(client, server net.Conn, writeTimeout time.Duration, track *s
 
 // addSession is add for a server session, whose socket may already be out of Go's
 // hands (detached, as the pump handed it back). With reset set, a server session
-// the client leaves idle is reset by the pump: the channel then receives twice (see
-// pumpResult.resetting). The session's socket belongs to the pump from here on.
+// the client leaves idle is reset by the pump, which then hands it to the reset's
+// then (see pumpResult.resetting). The session's socket belongs to the pump from
+// here on.
 func (p *pump) addSession(client net.Conn, sc *serverConn, writeTimeout time.Duration, track *sessionTrack, reset *pumpReset) (<-chan pumpResult, error) {
 	cfd, err := dupSocket(client)
 	if err != nil {
@@ -157,7 +163,7 @@ func (p *pump) addSession(client net.Conn, sc *serverConn, writeTimeout time.Dur
 	}
 	sc.Conn, sc.fd = nil, -1
 	client.Close()
-	s := &pumpSession{client: cfd, server: sfd, writeTimeout: writeTimeout, track: track, reset: reset, result: make(chan pumpResult, 2),
+	s := &pumpSession{client: cfd, server: sfd, writeTimeout: writeTimeout, track: track, reset: reset, result: make(chan pumpResult, 1),
 		toServer: newPumpDir(), toClient: newPumpDir()}
 	// Under the lock, so that the loop cannot end the session (closing its
 	// descriptors) or close the epoll set while the session is half registered.
@@ -196,6 +202,8 @@ func (p *pump) close() {
 	one[0] = 1
 	unix.Write(p.wake, one[:])
 	<-p.done
+	close(p.kick)
+	<-p.drained
 }
 
 // run is the loop. It owns an OS thread so that its blocking epoll_wait never parks
@@ -235,6 +243,7 @@ func (p *pump) run() {
 		if now := time.Now(); now.Sub(lastSweep) >= time.Second || n == 0 {
 			lastSweep = now
 			p.sweep(now)
+			p.kickDrainer()
 		}
 	}
 	p.mu.Lock()
@@ -476,7 +485,11 @@ func (p *pump) wait(events []unix.EpollEvent) (int, error) {
 		// scheduler sees.
 		return rawEpollWait(p.epfd, events, 20)
 	}
-	return unix.EpollWait(p.epfd, events, 1000)
+	msec := 1000
+	if p.resetsWaiting() {
+		msec = resetDrainDelay
+	}
+	return unix.EpollWait(p.epfd, events, msec)
 }
 
 func (p *pump) read(fd int, b []byte) (int, error) {
