@@ -2,6 +2,8 @@ package catalog
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -20,6 +22,9 @@ const (
 	Resetting  State = "resetting"
 	Destroying State = "destroying"
 	Failed     State = "failed"
+	// Lost: the branch's node was declared dead by the janitor (nodes.go); its
+	// data is on that node, if anywhere. Only deleting the row changes it.
+	Lost State = "lost"
 )
 
 // Branch is one copy-on-write branch of a seed.
@@ -47,17 +52,24 @@ type Branch struct {
 	// Pooled marks a member of its source's warm pool: created and started ahead of
 	// demand under a placeholder name, until a client's new branch claims it.
 	Pooled bool
+	// NodeID and NodeEpoch are the node that owns the branch and its epoch when it
+	// took it ("" and 0 before any node registered). Read only: inserts and claims
+	// set them from the registration (nodes.go).
+	NodeID    string
+	NodeEpoch int64
 }
 
 const branchCols = `id, source, name, seed_id, parent, layers, state, cow_mode, pid, ttl_ns, ephemeral, quota, roles,
-	owned_bytes, create_ms, error, created_at, last_used_at, state_at, databases, pooled`
+	owned_bytes, create_ms, error, created_at, last_used_at, state_at, databases, pooled,
+	COALESCE(node_id, ''), COALESCE(node_epoch, 0)`
 
 func scanBranch(sc interface{ Scan(...any) error }) (Branch, error) {
 	var b Branch
 	var layers, dbs string
 	var ttl, created, used, stateAt int64
 	err := sc.Scan(&b.ID, &b.Source, &b.Name, &b.SeedID, &b.Parent, &layers, &b.State, &b.CowMode, &b.PID,
-		&ttl, &b.Ephemeral, &b.Quota, &b.Roles, &b.OwnedBytes, &b.CreateMS, &b.Error, &created, &used, &stateAt, &dbs, &b.Pooled)
+		&ttl, &b.Ephemeral, &b.Quota, &b.Roles, &b.OwnedBytes, &b.CreateMS, &b.Error, &created, &used, &stateAt, &dbs, &b.Pooled,
+		&b.NodeID, &b.NodeEpoch)
 	b.Layers, b.Databases = splitList(layers), splitList(dbs)
 	b.TTL = time.Duration(ttl)
 	b.CreatedAt, b.LastUsedAt, b.StateAt = fromNano(created), fromNano(used), fromNano(stateAt)
@@ -68,14 +80,20 @@ func scanBranch(sc interface{ Scan(...any) error }) (Branch, error) {
 // It fails with ErrExists if the source already has a branch of that name.
 func (c *Catalog) InsertBranch(ctx context.Context, b Branch, reason string) (_ int64, err error) {
 	defer c.check(&err)
+	if _, _, err := c.fence(); err != nil {
+		return 0, err
+	}
+	node, epoch := c.owner()
 	var id int64
 	err = c.tx(ctx, func(tx sqlTx) error {
 		err := tx.queryRow(ctx, `INSERT INTO branches (source, name, seed_id, parent, layers, state, cow_mode, pid,
-			ttl_ns, ephemeral, quota, roles, owned_bytes, create_ms, error, created_at, last_used_at, state_at, databases, pooled)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+			ttl_ns, ephemeral, quota, roles, owned_bytes, create_ms, error, created_at, last_used_at, state_at, databases, pooled,
+			node_id, node_epoch)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 			b.Source, b.Name, b.SeedID, b.Parent, joinList(b.Layers), b.State, b.CowMode, b.PID,
 			int64(b.TTL), b.Ephemeral, b.Quota, b.Roles, b.OwnedBytes, b.CreateMS, b.Error,
-			unixNano(b.CreatedAt), unixNano(b.LastUsedAt), unixNano(b.StateAt), joinList(b.Databases), b.Pooled).Scan(&id)
+			unixNano(b.CreatedAt), unixNano(b.LastUsedAt), unixNano(b.StateAt), joinList(b.Databases), b.Pooled,
+			node, epoch).Scan(&id)
 		if c.d.isUnique(err) {
 			return fmt.Errorf("branch %q of source %q: %w", b.Name, b.Source, ErrExists)
 		}
@@ -88,17 +106,28 @@ func (c *Catalog) InsertBranch(ctx context.Context, b Branch, reason string) (_ 
 }
 
 // UpdateBranch writes every mutable field of b and, when its state differs from the
-// stored one, appends a transition with reason.
+// stored one, appends a transition with reason. Once this process has registered
+// as a node, the update applies only to a row the node owns under its epoch;
+// otherwise it changes nothing and fails with ErrFenced.
 func (c *Catalog) UpdateBranch(ctx context.Context, b Branch, reason string) (err error) {
 	defer c.check(&err)
+	cond, args, err := c.fence()
+	if err != nil {
+		return err
+	}
 	return c.tx(ctx, func(tx sqlTx) error {
 		// The row stays locked until commit, so the transition logged is from the
-		// state this update replaced (Postgres; SQLite has one writer).
+		// state this update replaced (Postgres; SQLite has one writer), and the
+		// fence checked here holds for the update.
 		var from State
-		if err := tx.queryRow(ctx, `SELECT state FROM branches WHERE id = ?`+c.d.forUpdate(), b.ID).Scan(&from); err != nil {
+		err := tx.queryRow(ctx, `SELECT state FROM branches WHERE id = ?`+cond+c.d.forUpdate(), append([]any{b.ID}, args...)...).Scan(&from)
+		if errors.Is(err, sql.ErrNoRows) && cond != "" {
+			return c.fenced(ctx, tx, b.ID, b.Name)
+		}
+		if err != nil {
 			return noRows(err, fmt.Sprintf("branch %q", b.Name))
 		}
-		_, err := tx.exec(ctx, `UPDATE branches SET parent = ?, layers = ?, state = ?, cow_mode = ?, pid = ?,
+		_, err = tx.exec(ctx, `UPDATE branches SET parent = ?, layers = ?, state = ?, cow_mode = ?, pid = ?,
 			ttl_ns = ?, ephemeral = ?, quota = ?, roles = ?, owned_bytes = ?, create_ms = ?, error = ?, last_used_at = ?, state_at = ?, databases = ? WHERE id = ?`,
 			b.Parent, joinList(b.Layers), b.State, b.CowMode, b.PID, int64(b.TTL), b.Ephemeral, b.Quota, b.Roles, b.OwnedBytes,
 			b.CreateMS, b.Error, unixNano(b.LastUsedAt), unixNano(b.StateAt), joinList(b.Databases), b.ID)
@@ -109,13 +138,25 @@ func (c *Catalog) UpdateBranch(ctx context.Context, b Branch, reason string) (er
 	})
 }
 
-// DeleteBranch removes a branch row and logs its end.
+// DeleteBranch removes a branch row and logs its end. Like UpdateBranch it is
+// fenced once this process has registered, except that any node may delete a
+// row declared lost.
 func (c *Catalog) DeleteBranch(ctx context.Context, b Branch, reason string) (err error) {
 	defer c.check(&err)
+	cond, args, err := c.fence()
+	if err != nil {
+		return err
+	}
+	if cond != "" {
+		cond = ` AND (state = '` + string(Lost) + `' OR (1 = 1` + cond + `))`
+	}
 	return c.tx(ctx, func(tx sqlTx) error {
-		res, err := tx.exec(ctx, `DELETE FROM branches WHERE id = ?`, b.ID)
+		res, err := tx.exec(ctx, `DELETE FROM branches WHERE id = ?`+cond, append([]any{b.ID}, args...)...)
 		if err != nil {
 			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 && cond != "" {
+			return c.fenced(ctx, tx, b.ID, b.Name)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("branch %q: %w", b.Name, ErrNotFound)
@@ -181,11 +222,17 @@ func logTransition(ctx context.Context, tx sqlTx, b Branch, from, to State, reas
 }
 
 // Touch records when each branch was last used, without logging a transition.
+// Fenced like UpdateBranch, except that a branch not this node's is skipped
+// rather than failing the others.
 func (c *Catalog) Touch(ctx context.Context, lastUsed map[int64]time.Time) (err error) {
 	defer c.check(&err)
+	cond, args, err := c.fence()
+	if err != nil {
+		return err
+	}
 	return c.tx(ctx, func(tx sqlTx) error {
 		for id, t := range lastUsed {
-			if _, err := tx.exec(ctx, `UPDATE branches SET last_used_at = ? WHERE id = ?`, unixNano(t), id); err != nil {
+			if _, err := tx.exec(ctx, `UPDATE branches SET last_used_at = ? WHERE id = ?`+cond, append([]any{unixNano(t), id}, args...)...); err != nil {
 				return err
 			}
 		}

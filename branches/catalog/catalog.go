@@ -19,6 +19,10 @@ type Catalog struct {
 	d   dialect
 	dsn string
 	own atomic.Pointer[owner] // the claim of Own, on Postgres
+
+	node     atomic.Pointer[nodeReg] // this process's registration (nodes.go); nil: writes are not fenced
+	lost     atomic.Bool             // a heartbeat found the registration gone
+	lastFail atomic.Int64            // unix nanoseconds of the last call that found the catalog unavailable, or of Open
 }
 
 // Open opens the catalog at dsn, creating its tables if needed and adding the
@@ -51,6 +55,7 @@ func Open(dsn string) (*Catalog, error) {
 		c.db.Close()
 		return nil, fmt.Errorf("catalog %s: %w", Redact(dsn), err)
 	}
+	c.lastFail.Store(time.Now().UnixNano())
 	return c, nil
 }
 
@@ -73,7 +78,7 @@ func (c *Catalog) setup(ctx context.Context) error {
 		if err := c.d.lockSchema(ctx, tx.tx); err != nil {
 			return fmt.Errorf("lock schema: %w", err)
 		}
-		for _, stmt := range strings.Split(c.d.types().Replace(schema+schemaAdmin+schemaBinding), ";") {
+		for _, stmt := range strings.Split(c.d.types().Replace(schema+schemaAdmin+schemaBinding+schemaNodes), ";") {
 			if strings.TrimSpace(stmt) == "" {
 				continue
 			}

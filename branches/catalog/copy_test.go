@@ -20,6 +20,7 @@ type contents struct {
 	Tokens      []catalog.Token
 	Audit       []catalog.AuditEntry
 	StateID     string
+	Nodes       []catalog.Node
 }
 
 func read(t *testing.T, c *catalog.Catalog) contents {
@@ -57,6 +58,12 @@ func read(t *testing.T, c *catalog.Catalog) contents {
 	if k.StateID, err = c.StateID(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if k.Nodes, err = c.Nodes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range k.Nodes {
+		k.Nodes[i].LeaseAge = 0 // measured when read
+	}
 	return k
 }
 
@@ -72,6 +79,9 @@ func fill(t *testing.T, c *catalog.Catalog) {
 	}
 	_, err := c.Bind(ctx, "state-1")
 	check(err)
+	_, err = c.Register(ctx, "state-1", "127.0.0.1:6432", time.Hour)
+	check(err)
+	check(c.Heartbeat(ctx, "127.0.0.1:6432", time.Hour, catalog.Load{Running: 1, MaxRunning: 4, FreeBytes: 1 << 40}))
 	check(c.AddSource(ctx, catalog.Source{Name: "a", Kind: "sql", Spec: "/a.sql", DefaultDatabase: "app",
 		Options: "mask=1", CreatedAt: at(0), Warm: 2}))
 	check(c.AddSource(ctx, catalog.Source{Name: "b", Kind: "empty", CreatedAt: at(1), Warm: -1}))
@@ -117,7 +127,7 @@ func TestCopy(t *testing.T) {
 					t.Fatalf("Copy: %v", err)
 				}
 				wantN := catalog.Copied{"sources": 2, "seeds": 1, "branches": 2, "transitions": 5,
-					"server_settings": 2, "tokens": 1, "audit": 1, "binding": 1}
+					"server_settings": 2, "tokens": 1, "audit": 1, "binding": 1, "nodes": 1}
 				if !reflect.DeepEqual(n, wantN) {
 					t.Errorf("Copy copied %v, want %v", n, wantN)
 				}

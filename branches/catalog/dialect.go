@@ -30,6 +30,14 @@ type dialect interface {
 	lockSchema(ctx context.Context, tx *sql.Tx) error
 	// lockSeeds serializes the numbering of a source's seed generations.
 	lockSeeds(ctx context.Context, tx *sql.Tx, source string) error
+	// nowNanos is an SQL expression for the catalog's clock in unix nanoseconds:
+	// leases are measured by it only, never by a node's clock.
+	nowNanos() string
+	// skipLocked is appended to a SELECT of rows a sweep updates, so that sweeps
+	// running at once take different rows instead of waiting on each other.
+	skipLocked() string
+	// lockNodes serializes registrations, which number the nodes' slots.
+	lockNodes(ctx context.Context, tx *sql.Tx) error
 	// columns returns the columns of table, by name, with their declared types.
 	columns(ctx context.Context, tx *sql.Tx, table string) (map[string]string, error)
 	// snapshot is how a transaction that reads every table at one instant begins.

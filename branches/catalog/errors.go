@@ -1,6 +1,9 @@
 package catalog
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // ErrNotFound is returned when a source, seed or branch does not exist.
 var ErrNotFound = errors.New("not found")
@@ -15,3 +18,17 @@ var ErrNotEmpty = errors.New("catalog is not empty")
 // Postgres catalog that is down, restarting or unreachable. The call may succeed
 // once it is back.
 var ErrUnavailable = errors.New("catalog unavailable")
+
+// ErrFenced is returned (wrapped) by a write to a branch row that this node no
+// longer owns: the row carries another node or epoch (the node was registered
+// again elsewhere), or it was declared lost. The write changed nothing; the
+// caller must not retry it, and should stop using the branch's local instance.
+var ErrFenced = errors.New("the branch is no longer this node's")
+
+// ErrNodeLost is returned (wrapped, with ErrFenced) by a heartbeat that found
+// this node's registration gone (registered again elsewhere, or declared dead),
+// and from then on by every write the registration fences, until the node
+// registers again.
+var ErrNodeLost = errors.New("this node lost its registration in the catalog")
+
+var errNodeLost = fmt.Errorf("%w: %w", ErrNodeLost, ErrFenced)

@@ -1,8 +1,13 @@
 package catalog
 
+import "time"
+
 // TestPostgresDSN returns the URL of a new, empty database on the package's test
 // Postgres server (postgres_internal_test.go).
 var TestPostgresDSN = testPostgresDSN
 
 // TestNeedPostgres skips the test under -short and fails it without root.
 var TestNeedPostgres = needPostgres
+
+// TestSetAnswering makes c behave as if the catalog had answered it for d.
+var TestSetAnswering = func(c *Catalog, d time.Duration) { c.lastFail.Store(time.Now().Add(-d).UnixNano()) }

@@ -20,6 +20,10 @@ var addedColumns = []column{
 	{"sources", "warm", "<int> NOT NULL DEFAULT -1"},          // pool size; -1: the server's --warm
 	{"branches", "databases", "TEXT NOT NULL DEFAULT ''"},     // read with the roles; the 3D000 check of a new branch's base
 	{"sources", "options", "TEXT NOT NULL DEFAULT ''"},
+	// The node that owns the branch and its epoch when it took it (nodes.go); NULL
+	// on rows from before nodes, which the first node to register adopts.
+	{"branches", "node_id", "TEXT"},
+	{"branches", "node_epoch", "<int>"},
 }
 
 // migrate adds the columns of cols that the database lacks, inside tx.

@@ -71,16 +71,28 @@ func (c *Catalog) claimed(ctx context.Context, id int64, name string) (bool, err
 }
 
 func (c *Catalog) claim(ctx context.Context, id int64, cl Claim, reason string) (atCommit bool, err error) {
+	cond, args, err := c.fence()
+	if err != nil {
+		return false, err
+	}
+	node, epoch := c.owner()
 	return c.txCommit(ctx, func(tx sqlTx) error {
 		// Two claims of one member: on Postgres the second waits for the row lock,
 		// then finds it no longer pooled (ErrNotFound); SQLite has one writer.
 		var b Branch
-		if err := tx.queryRow(ctx, `SELECT source, name, state FROM branches WHERE id = ? AND pooled = ?`+c.d.forUpdate(), id, true).
-			Scan(&b.Source, &b.Name, &b.State); err != nil {
+		err := tx.queryRow(ctx, `SELECT source, name, state FROM branches WHERE id = ? AND pooled = ?`+cond+c.d.forUpdate(),
+			append([]any{id, true}, args...)...).Scan(&b.Source, &b.Name, &b.State)
+		if errors.Is(err, sql.ErrNoRows) && cond != "" {
+			if ferr := c.fenced(ctx, tx, id, fmt.Sprintf("pooled branch %d", id)); errors.Is(ferr, ErrFenced) {
+				return ferr
+			}
+		}
+		if err != nil {
 			return noRows(err, fmt.Sprintf("pooled branch %d", id))
 		}
-		_, err := tx.exec(ctx, `UPDATE branches SET name = ?, pooled = ?, ttl_ns = ?, ephemeral = ?, quota = ?,
-			last_used_at = ? WHERE id = ?`, cl.Name, false, int64(cl.TTL), cl.Ephemeral, cl.Quota, unixNano(cl.At), id)
+		_, err = tx.exec(ctx, `UPDATE branches SET name = ?, pooled = ?, ttl_ns = ?, ephemeral = ?, quota = ?,
+			last_used_at = ?, node_id = ?, node_epoch = ? WHERE id = ?`,
+			cl.Name, false, int64(cl.TTL), cl.Ephemeral, cl.Quota, unixNano(cl.At), node, epoch, id)
 		if c.d.isUnique(err) {
 			return fmt.Errorf("branch %q of source %q: %w", cl.Name, b.Source, ErrExists)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -120,7 +121,13 @@ func (c *Catalog) begin(ctx context.Context) (*sql.Tx, error) {
 // check marks *err as ErrUnavailable when the backend says the database could not
 // be reached; every exported method defers it.
 func (c *Catalog) check(err *error) {
-	if *err != nil && !errors.Is(*err, ErrUnavailable) && c.d.unavailable(*err) {
+	if *err == nil {
+		return
+	}
+	if errors.Is(*err, ErrUnavailable) || c.d.unavailable(*err) {
+		c.lastFail.Store(time.Now().UnixNano())
+	}
+	if !errors.Is(*err, ErrUnavailable) && c.d.unavailable(*err) {
 		*err = fmt.Errorf("%w: %w", ErrUnavailable, *err)
 	}
 }

@@ -5,7 +5,7 @@ package catalog
 // tables go here with IF NOT EXISTS (and in tables, below). Column types are
 // tokens that each backend replaces (dialect.types): <id> is the table's
 // generated integer key, <int> a 64-bit integer, <bool>, <false>, <real> a
-// double, <blob> bytes. Open splits the text at each ";", so none may appear
+// double, <blob> bytes, <small> a 16-bit integer. Open splits the text at each ";", so none may appear
 // inside a statement.
 const schema = `
 CREATE TABLE IF NOT EXISTS sources (
@@ -106,16 +106,32 @@ CREATE TABLE IF NOT EXISTS binding (
 );
 `
 
+// schemaNodes holds the nodes: the processes that run branches on a catalog,
+// each under the id of its state directory (nodes.go). lease_until is in the
+// catalog's clock (unix nanoseconds); load is JSON. slot goes into cancel keys.
+const schemaNodes = `
+CREATE TABLE IF NOT EXISTS nodes (
+	id          TEXT PRIMARY KEY,
+	slot        <small> NOT NULL UNIQUE CHECK (slot BETWEEN 1 AND 4095),
+	addr        TEXT NOT NULL DEFAULT '',
+	epoch       <int> NOT NULL,
+	lease_until <int> NOT NULL,
+	state       TEXT NOT NULL,
+	load        TEXT NOT NULL DEFAULT '{}'
+);
+`
+
 // table is one table of the catalog, for Copy.
 type table struct {
 	name   string
 	serial bool // has an <id> column whose sequence must continue after copied ids
 }
 
-// tables lists every table of schema, schemaAdmin and schemaBinding, in an order in which
+// tables lists every table of schema, schemaAdmin, schemaBinding and schemaNodes, in an order in which
 // copying them one after the other is valid.
 var tables = []table{
 	{"sources", false}, {"seeds", true}, {"branches", true}, {"transitions", true},
 	{"server_settings", false}, {"tokens", false}, {"audit", true},
 	{"binding", false}, // Copy carries the state id: the state directory is bound to the copy
+	{"nodes", false},
 }

@@ -38,7 +38,7 @@ type sqliteDialect struct{}
 
 var sqliteTypes = strings.NewReplacer(
 	"<id>", "INTEGER PRIMARY KEY", "<int>", "INTEGER", "<bool>", "INTEGER", "<false>", "0",
-	"<real>", "REAL", "<blob>", "BLOB")
+	"<real>", "REAL", "<blob>", "BLOB", "<small>", "INTEGER")
 
 func (sqliteDialect) name() string             { return "sqlite" }
 func (sqliteDialect) rebind(q string) string   { return q }
@@ -56,6 +56,15 @@ func (sqliteDialect) deadConn(error) bool    { return false }
 // The single connection (openSQLite) already serializes every transaction.
 func (sqliteDialect) lockSchema(context.Context, *sql.Tx) error        { return nil }
 func (sqliteDialect) lockSeeds(context.Context, *sql.Tx, string) error { return nil }
+
+// SQLite's own clock, in unix nanoseconds (julianday has millisecond precision).
+func (sqliteDialect) nowNanos() string {
+	return `(CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) * 1000000)`
+}
+
+// One writer at a time: no row is ever locked by another transaction.
+func (sqliteDialect) skipLocked() string                       { return "" }
+func (sqliteDialect) lockNodes(context.Context, *sql.Tx) error { return nil }
 
 // An INTEGER PRIMARY KEY continues after the largest id in the table by itself.
 func (sqliteDialect) afterCopy(context.Context, *sql.Tx, string) error { return nil }

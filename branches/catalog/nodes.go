@@ -1,0 +1,241 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// A node is a server that runs branches on a catalog, known by the id of its state
+// directory. Every (re)registration gives it a new epoch; the node owns the branch
+// rows that carry its id and that epoch, and every change it writes to one is
+// conditional on both (the fence): a node that was registered again elsewhere, or
+// declared dead by the janitor, finds that its writes match nothing (ErrFenced)
+// instead of overwriting what the new owner wrote. Leases are measured by the
+// catalog's clock only (dialect.nowNanos).
+
+// NodeState is a node's state in the catalog.
+type NodeState string
+
+// Node states.
+const (
+	NodeActive   NodeState = "active"
+	NodeDraining NodeState = "draining" // no new branches (not used yet)
+	NodeDead     NodeState = "dead"     // declared by the janitor; its branches are Lost
+)
+
+// MaxSlot is the highest node slot: slots go into cancel keys, 12 bits.
+const MaxSlot = 4095
+
+// Load is what a node reports with each heartbeat.
+type Load struct {
+	Running    int   `json:"running"`
+	MaxRunning int   `json:"max_running"` // 0: no limit
+	FreeBytes  int64 `json:"free_bytes"`  // free on the state directory's filesystem
+}
+
+// Node is one row of the nodes table.
+type Node struct {
+	ID         string
+	Slot       int
+	Addr       string
+	Epoch      int64
+	LeaseUntil time.Time // in the catalog's clock
+	State      NodeState
+	Load       Load
+	// LeaseAge is how long ago, by the catalog's clock when it was read, the lease
+	// ran out; negative while it runs.
+	LeaseAge time.Duration
+}
+
+// nodeReg is this process's registration.
+type nodeReg struct {
+	id    string
+	epoch int64
+}
+
+// Register registers this process as the node id (the state directory's id),
+// listening on addr, with a lease of ttl: a new node gets the lowest free slot, a
+// known one keeps its slot; either way its epoch goes up by one and it is active.
+// The node then adopts its branch rows (its own and those of no node) under the
+// new epoch, except those declared lost. From then on the catalog's branch writes
+// are fenced by the registration. Safe to call again (a re-registration).
+func (c *Catalog) Register(ctx context.Context, id, addr string, ttl time.Duration) (_ Node, err error) {
+	defer c.check(&err)
+	if id == "" {
+		return Node{}, errors.New("register node: empty id")
+	}
+	var n Node
+	err = c.tx(ctx, func(tx sqlTx) error {
+		if err := c.d.lockNodes(ctx, tx.tx); err != nil {
+			return err
+		}
+		err := tx.queryRow(ctx, `SELECT slot, epoch FROM nodes WHERE id = ?`+c.d.forUpdate(), id).Scan(&n.Slot, &n.Epoch)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if n.Slot, err = freeSlot(ctx, tx); err != nil {
+				return err
+			}
+			n.Epoch = 1
+			_, err = tx.exec(ctx, `INSERT INTO nodes (id, slot, addr, epoch, lease_until, state, load)
+				VALUES (?, ?, ?, ?, `+c.d.nowNanos()+` + ?, ?, '{}')`, id, n.Slot, addr, n.Epoch, int64(ttl), NodeActive)
+		case err == nil:
+			n.Epoch++
+			_, err = tx.exec(ctx, `UPDATE nodes SET addr = ?, epoch = ?, lease_until = `+c.d.nowNanos()+` + ?, state = ? WHERE id = ?`,
+				addr, n.Epoch, int64(ttl), NodeActive, id)
+		}
+		if err != nil {
+			return fmt.Errorf("register node %s: %w", id, err)
+		}
+		_, err = tx.exec(ctx, `UPDATE branches SET node_id = ?, node_epoch = ? WHERE (node_id = ? OR node_id IS NULL) AND state <> ?`,
+			id, n.Epoch, id, Lost)
+		if err != nil {
+			return fmt.Errorf("adopt the branches of node %s: %w", id, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return Node{}, err
+	}
+	n.ID, n.Addr, n.State = id, addr, NodeActive
+	c.node.Store(&nodeReg{id: id, epoch: n.Epoch})
+	c.lost.Store(false)
+	return n, nil
+}
+
+// freeSlot returns the lowest slot no node has.
+func freeSlot(ctx context.Context, tx sqlTx) (int, error) {
+	rows, err := tx.tx.QueryContext(ctx, `SELECT slot FROM nodes ORDER BY slot`)
+	if err != nil {
+		return 0, fmt.Errorf("read node slots: %w", err)
+	}
+	defer rows.Close()
+	want := 1
+	for rows.Next() {
+		var s int
+		if err := rows.Scan(&s); err != nil {
+			return 0, err
+		}
+		if s > want {
+			break
+		}
+		want = s + 1
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	if want > MaxSlot {
+		return 0, fmt.Errorf("register node: all %d node slots are taken", MaxSlot)
+	}
+	return want, nil
+}
+
+// Heartbeat renews this node's lease for ttl and records its load and address.
+// It is fenced by the registration: if the node was registered again (by another
+// process with the same id) or declared dead, nothing changes, it returns
+// ErrNodeLost (which is also ErrFenced), and every write this catalog fences
+// fails so until the node registers again.
+func (c *Catalog) Heartbeat(ctx context.Context, addr string, ttl time.Duration, load Load) (err error) {
+	defer c.check(&err)
+	me := c.node.Load()
+	if me == nil {
+		return errors.New("heartbeat: this node is not registered")
+	}
+	js, err := json.Marshal(load)
+	if err != nil {
+		return err
+	}
+	res, err := c.exec(ctx, `UPDATE nodes SET lease_until = `+c.d.nowNanos()+` + ?, load = ?, addr = ?
+		WHERE id = ? AND epoch = ? AND state <> ?`, int64(ttl), string(js), addr, me.id, me.epoch, NodeDead)
+	if err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		c.lost.Store(true)
+		return fmt.Errorf("%w (node %s, epoch %d)", errNodeLost, me.id, me.epoch)
+	}
+	return nil
+}
+
+// Nodes lists the nodes by slot, with each lease's age by the catalog's clock.
+func (c *Catalog) Nodes(ctx context.Context) (_ []Node, err error) {
+	defer c.check(&err)
+	rows, err := c.query(ctx, `SELECT id, slot, addr, epoch, lease_until, state, load, `+c.d.nowNanos()+` FROM nodes ORDER BY slot`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Node
+	for rows.Next() {
+		var n Node
+		var lease, now int64
+		var load string
+		if err := rows.Scan(&n.ID, &n.Slot, &n.Addr, &n.Epoch, &lease, &n.State, &load, &now); err != nil {
+			return nil, err
+		}
+		n.LeaseUntil, n.LeaseAge = fromNano(lease), time.Duration(now-lease)
+		if err := json.Unmarshal([]byte(load), &n.Load); err != nil {
+			return nil, fmt.Errorf("node %s: load %q: %w", n.ID, load, err)
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}
+
+// Registration returns this process's node id and epoch, and false if it has not
+// registered (a tool, or a test, whose writes are not fenced).
+func (c *Catalog) Registration() (id string, epoch int64, ok bool) {
+	if me := c.node.Load(); me != nil {
+		return me.id, me.epoch, true
+	}
+	return "", 0, false
+}
+
+// NodeLost reports whether a heartbeat found this node's registration gone.
+func (c *Catalog) NodeLost() bool { return c.lost.Load() }
+
+// fence returns the condition that limits a write to the branch rows this node
+// owns under its epoch, with its arguments: nothing when the process has not
+// registered. It fails with ErrNodeLost once a heartbeat found the registration
+// gone.
+func (c *Catalog) fence() (cond string, args []any, err error) {
+	me := c.node.Load()
+	if me == nil {
+		return "", nil, nil
+	}
+	if c.lost.Load() {
+		return "", nil, fmt.Errorf("%w (node %s, epoch %d)", errNodeLost, me.id, me.epoch)
+	}
+	return ` AND node_id = ? AND node_epoch = ? AND state <> '` + string(Lost) + `'`, []any{me.id, me.epoch}, nil
+}
+
+// owner returns the node id and epoch a new row gets: NULLs when not registered.
+func (c *Catalog) owner() (id, epoch any) {
+	if me := c.node.Load(); me != nil {
+		return me.id, me.epoch
+	}
+	return nil, nil
+}
+
+// fenced explains a fenced write that matched no row: ErrFenced naming who has
+// the branch now, or ErrNotFound if it is gone or still this node's (a write that
+// also required something else of the row).
+func (c *Catalog) fenced(ctx context.Context, tx sqlTx, id int64, name string) error {
+	var state string
+	var node sql.NullString
+	var epoch sql.NullInt64
+	err := tx.queryRow(ctx, `SELECT state, node_id, node_epoch FROM branches WHERE id = ?`, id).Scan(&state, &node, &epoch)
+	if err != nil {
+		return noRows(err, fmt.Sprintf("branch %q", name))
+	}
+	if State(state) == Lost {
+		return fmt.Errorf("branch %q was declared lost: %w", name, ErrFenced)
+	}
+	if me := c.node.Load(); me != nil && node.String == me.id && epoch.Int64 == me.epoch {
+		return fmt.Errorf("%s: %w", name, ErrNotFound)
+	}
+	return fmt.Errorf("branch %q belongs to node %s at epoch %d: %w", name, node.String, epoch.Int64, ErrFenced)
+}
