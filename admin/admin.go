@@ -30,6 +30,7 @@ type Manager interface {
 	Set(ctx context.Context, source, name string, s branches.Settings) error
 	Info() branches.ServerInfo
 	Diff(ctx context.Context, name string, opts branches.DiffOptions) (branches.DiffResult, error)
+	Nodes(ctx context.Context) ([]branches.NodeInfo, error)
 }
 
 // Store keeps the API's tokens and its audit log; the catalog is one.
@@ -152,6 +153,15 @@ func (a *API) listBranches(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+func (a *API) listNodes(w http.ResponseWriter, r *http.Request) {
+	ns, err := a.m.Nodes(r.Context())
+	if err != nil {
+		a.result(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ns)
+}
+
 func (a *API) resetBranch(w http.ResponseWriter, r *http.Request) {
 	a.result(w, a.m.Reset(r.Context(), r.URL.Query().Get("source"), r.PathValue("name")))
 }
@@ -251,11 +261,12 @@ func (a *API) result(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, branches.ErrNotFound), errors.Is(err, catalog.ErrNotFound):
 		status = http.StatusNotFound
-	case errors.Is(err, branches.ErrExists), errors.Is(err, catalog.ErrExists), errors.Is(err, branches.ErrBusy):
+	case errors.Is(err, branches.ErrExists), errors.Is(err, catalog.ErrExists), errors.Is(err, branches.ErrBusy), errors.Is(err, branches.ErrLost):
 		status = http.StatusConflict
 	case errors.Is(err, branches.ErrInvalid):
 		status = http.StatusBadRequest
-	case errors.Is(err, branches.ErrClosed), errors.Is(err, branches.ErrNotReady), errors.Is(err, branches.ErrDiskFull), errors.Is(err, branches.ErrTooMany):
+	case errors.Is(err, branches.ErrClosed), errors.Is(err, branches.ErrNotReady), errors.Is(err, branches.ErrDiskFull), errors.Is(err, branches.ErrTooMany),
+		errors.Is(err, branches.ErrFenced), errors.Is(err, branches.ErrCatalogUnavailable):
 		status = http.StatusServiceUnavailable
 	}
 	if status == http.StatusInternalServerError {

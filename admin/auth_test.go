@@ -56,6 +56,7 @@ func TestRolePermissions(t *testing.T) {
 		{"GET", "/v1/sources", "", 200, 200, 200},
 		{"GET", "/metrics", "", 404, 403, 404}, // allowed: the metrics handler here answers 404
 		{"GET", "/v1/audit", "", 200, 403, 200},
+		{"GET", "/v1/nodes", "", 200, 403, 200},
 		{"GET", "/v1/tokens", "", 200, 403, 403},
 		{"POST", "/v1/branches", `{"name":"pr-1"}`, 200, 200, 403},
 		{"POST", "/v1/branches", `{"name":"pr-2","from":"pr-1"}`, 200, 200, 403},

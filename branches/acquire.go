@@ -116,6 +116,12 @@ func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, erro
 			created, resetDone = true, true
 		case b.op != nil:
 			o = b.op
+		case b.fenced:
+			m.mu.Unlock()
+			return nil, fmt.Errorf("branch %q: %w", k.name, ErrFenced)
+		case b.rec.State == catalog.Lost:
+			m.mu.Unlock()
+			return nil, fmt.Errorf("branch %q: %w", k.name, ErrLost)
 		case serverExited(b):
 			o = m.recordExitLocked(b) // never lease a dead server's socket
 		case b.overQuota:

@@ -91,8 +91,17 @@ func (m *Manager) adminOp(ctx context.Context, source, name, what string, step f
 	if err != nil {
 		return err
 	}
+	check := noSessions
+	if what != "destroy" {
+		check = func(b *branch) error {
+			if b.rec.State == catalog.Lost {
+				return fmt.Errorf("branch %q: %w; only destroying it is possible", name, ErrLost)
+			}
+			return noSessions(b)
+		}
+	}
 	start := time.Now()
-	err = m.do(ctx, key{source, name}, what, noSessions, func(ctx context.Context, b *branch) error {
+	err = m.do(ctx, key{source, name}, what, check, func(ctx context.Context, b *branch) error {
 		return step(ctx, b, "admin "+what)
 	})
 	if err == nil {

@@ -25,6 +25,17 @@ var (
 	// or restarting), so the branch cannot be created, woken or changed; running
 	// branches keep serving. It is catalog.ErrUnavailable.
 	ErrCatalogUnavailable = catalog.ErrUnavailable
+	// ErrFenced: the branch's catalog row is no longer this server's (another
+	// process registered as this node since, or the branch was declared lost), so
+	// this server neither changes it nor serves it. It is catalog.ErrFenced.
+	ErrFenced = catalog.ErrFenced
+	// ErrNodeLost: this server's node registration in the catalog is gone, so it
+	// creates and wakes no branch until serve is restarted. It is
+	// catalog.ErrNodeLost, and comes wrapped with ErrFenced.
+	ErrNodeLost = catalog.ErrNodeLost
+	// ErrLost: the branch was on a node the janitor declared dead; only destroying
+	// it is possible.
+	ErrLost = errors.New("branch was on a lost node")
 )
 
 // Resource errors.

@@ -99,6 +99,9 @@ func (m *Manager) save(ctx context.Context, b *branch, reason string, mutate fun
 		rec.StateAt = m.now()
 	}
 	if err := m.cat.UpdateBranch(context.WithoutCancel(ctx), rec, reason); err != nil {
+		if errors.Is(err, ErrFenced) && !errors.Is(err, ErrNodeLost) {
+			m.fencedOut(ctx, b, err)
+		}
 		return fmt.Errorf("record branch %q: %w", rec.Name, err)
 	}
 	m.mu.Lock()
@@ -455,11 +458,17 @@ func (m *Manager) clearUpper(id int64) error {
 	return nil
 }
 
-// destroyBranch stops the branch, removes its directories and its catalog row.
+// destroyBranch stops the branch, removes its directories and its catalog row. A
+// lost branch's row is no node's to change, but any node may delete it.
 func (m *Manager) destroyBranch(ctx context.Context, b *branch, reason string) error {
 	m.closeIdle(b)
-	if err := m.save(ctx, b, reason, func(r *catalog.Branch) { r.State = catalog.Destroying }); err != nil {
-		return err
+	m.mu.Lock()
+	lost := b.rec.State == catalog.Lost
+	m.mu.Unlock()
+	if !lost {
+		if err := m.save(ctx, b, reason, func(r *catalog.Branch) { r.State = catalog.Destroying }); err != nil {
+			return err
+		}
 	}
 	m.mu.Lock()
 	inst, rec := b.inst, b.rec

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 )
 
 // Info describes one branch, as `branch ls --json` prints it.
@@ -27,6 +29,7 @@ type Info struct {
 	CreatedAt   time.Time  `json:"created_at"`
 	LastUsedAt  time.Time  `json:"last_used_at"`
 	ExpiresAt   *time.Time `json:"expires_at"`
+	Node        string     `json:"node,omitempty"` // the node that owns the branch in the catalog
 }
 
 // List describes every branch, by source and name. Owned bytes are measured now.
@@ -57,6 +60,14 @@ func (m *Manager) list(all bool) []Info {
 		}
 		if r.Pooled && r.State == "running" && b.op == nil {
 			info.State = "pooled"
+		}
+		info.Node = r.NodeID
+		switch {
+		case b.fenced:
+			info.State = "fenced"
+			info.Error = "the catalog gave the branch to another registration of this node; this server no longer serves it (restart serve)"
+		case r.State == catalog.Lost && info.Error == "":
+			info.Error = "its node was declared dead (no heartbeat for --node-dead-after); only destroying it is possible"
 		}
 		ttl := r.TTL
 		if ttl == 0 {

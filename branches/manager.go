@@ -71,6 +71,9 @@ type Config struct {
 	Warm int
 	// Prewarm, if set, opens server sessions on pool members ahead of their clients.
 	Prewarm Prewarmer
+	// NodeDeadAfter is how long past its lease a node of the catalog must be before
+	// this server's janitor declares it dead (node.go); default 60s.
+	NodeDeadAfter time.Duration
 }
 
 // Manager finds, creates, wakes, stops, resets and destroys branches.
@@ -86,9 +89,11 @@ type Manager struct {
 	reapMu     sync.Mutex    // one reaper pass at a time
 	lastPrune  time.Time     // when the logs were last pruned (retention.go); the reaper's loop only
 	kick       chan struct{}
-	refillDue  atomic.Bool // a refill after claims is scheduled (pool.go)
-	stopReaper context.CancelFunc
+	refillDue  atomic.Bool        // a refill after claims is scheduled (pool.go)
+	stopReaper context.CancelFunc // stops the reaper and the heartbeat
 	reaperDone chan struct{}
+	beatKick   chan struct{}
+	beatDone   chan struct{}
 
 	mu         sync.Mutex
 	closed     bool
@@ -116,6 +121,7 @@ type branch struct {
 	ops      uint64 // operations started on the branch, to tell a stale measurement
 
 	overQuota    bool      // refuse new sessions (set by the reaper)
+	fenced       bool      // the catalog row is no longer this node's (fence.go): refuse sessions
 	hadSession   bool      // an ephemeral branch goes when its last session ends, not before its first
 	measuredAt   time.Time // when OwnedBytes was last measured
 	persistedUse time.Time // the LastUsedAt the catalog has
@@ -167,6 +173,9 @@ func New(ctx context.Context, cfg Config, log *zap.Logger) (*Manager, error) {
 	if cfg.ServerIdleTimeout <= 0 {
 		cfg.ServerIdleTimeout = time.Minute
 	}
+	if cfg.NodeDeadAfter <= 0 {
+		cfg.NodeDeadAfter = time.Minute
+	}
 	switch cfg.Policy.QuotaPolicy {
 	case "":
 		cfg.Policy.QuotaPolicy = QuotaReset
@@ -216,9 +225,15 @@ func open(ctx context.Context, cfg Config, log *zap.Logger) (*Manager, error) {
 		cat.Close()
 		return nil, err
 	}
+	if err := registerNode(ctx, cat, cfg.StateDir, log); err != nil {
+		disown()
+		cat.Close()
+		return nil, err
+	}
 	running, _ := simplelru.NewLRU[key, struct{}](math.MaxInt32, nil)
 	m := &Manager{cfg: cfg, log: log, cat: cat, branches: map[key]*branch{}, sources: map[string]*sourceState{},
 		running: running, kick: make(chan struct{}, 1), reaperDone: make(chan struct{}),
+		beatKick: make(chan struct{}, 1), beatDone: make(chan struct{}),
 		creating: make(chan struct{}, cfg.MaxCreating), disown: disown}
 	if err := m.reconcile(ctx); err != nil {
 		disown()
@@ -240,6 +255,7 @@ func open(ctx context.Context, cfg Config, log *zap.Logger) (*Manager, error) {
 	rctx, cancel := context.WithCancel(context.Background())
 	m.stopReaper = cancel
 	go m.reaper(rctx)
+	go m.heartbeat(rctx)
 	m.refillPools()
 	return m, nil
 }
@@ -267,6 +283,7 @@ func makeDirs(state string) error {
 func (m *Manager) Close(ctx context.Context) error {
 	m.stopReaper()
 	<-m.reaperDone
+	<-m.beatDone
 	m.mu.Lock()
 	m.closed = true
 	var pending []*op
@@ -338,12 +355,17 @@ func (m *Manager) now() time.Time { return time.Now().UTC() }
 // ServerInfo describes how this manager runs branches.
 type ServerInfo struct {
 	StateDir   string `json:"state_dir"`
-	CopyUpMode string `json:"copy_up_mode"` // "copy" or "clone"
-	LazyRW     bool   `json:"lazyrw"`       // the shim is configured (each branch reports what it got)
-	Listen     string `json:"listen"`       // the proxy's listen address ("" before it listens)
+	CopyUpMode string `json:"copy_up_mode"`        // "copy" or "clone"
+	LazyRW     bool   `json:"lazyrw"`              // the shim is configured (each branch reports what it got)
+	Listen     string `json:"listen"`              // the proxy's listen address ("" before it listens)
+	Node       string `json:"node"`                // this server's node id in the catalog: the state directory's id
+	NodeEpoch  int64  `json:"node_epoch"`          // +1 at every start
+	NodeLost   bool   `json:"node_lost,omitempty"` // a heartbeat found the registration gone: restart serve
 }
 
 // Info describes how this manager runs branches.
 func (m *Manager) Info() ServerInfo {
-	return ServerInfo{StateDir: m.cfg.StateDir, CopyUpMode: m.usage.Mode, LazyRW: m.cfg.ShimPath != "", Listen: m.ProxyAddr()}
+	node, epoch, _ := m.cat.Registration()
+	return ServerInfo{StateDir: m.cfg.StateDir, CopyUpMode: m.usage.Mode, LazyRW: m.cfg.ShimPath != "", Listen: m.ProxyAddr(),
+		Node: node, NodeEpoch: epoch, NodeLost: m.cat.NodeLost()}
 }

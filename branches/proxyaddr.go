@@ -3,7 +3,10 @@ package branches
 // SetProxyAddr records the address the proxy listens on, which the admin API
 // reports so that clients (`branch url`, the test helper) can build connection
 // strings. Safe for concurrent use.
-func (m *Manager) SetProxyAddr(addr string) { m.proxyAddr.Store(&addr) }
+func (m *Manager) SetProxyAddr(addr string) {
+	m.proxyAddr.Store(&addr)
+	m.kickHeartbeat() // the node's address in the catalog
+}
 
 // ProxyAddr is the address given to SetProxyAddr, or "".
 func (m *Manager) ProxyAddr() string {

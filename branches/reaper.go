@@ -168,7 +168,7 @@ func (m *Manager) updateGauges() {
 	}
 	total := m.ownedTotal
 	m.mu.Unlock()
-	for _, s := range []catalog.State{catalog.Creating, catalog.Starting, catalog.Running, catalog.Stopping, catalog.Stopped, catalog.Resetting, catalog.Destroying, catalog.Failed, "pooled"} {
+	for _, s := range []catalog.State{catalog.Creating, catalog.Starting, catalog.Running, catalog.Stopping, catalog.Stopped, catalog.Resetting, catalog.Destroying, catalog.Failed, catalog.Lost, "pooled"} {
 		mt.byState.WithLabelValues(string(s)).Set(float64(counts[s]))
 	}
 	mt.sessions.Set(float64(sessions))

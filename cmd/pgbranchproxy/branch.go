@@ -57,7 +57,15 @@ func newBranchLs(g *globalFlags) *cobra.Command {
 				}
 				fmt.Fprintln(tw, line)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			for _, b := range out {
+				if b.State == "lost" || b.State == "fenced" {
+					fmt.Fprintf(os.Stderr, "%s/%s is %s: %s\n", b.Source, b.Name, b.State, b.Error)
+				}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

@@ -45,6 +45,7 @@ type serveFlags struct {
 	policy         branches.Policy
 	diskBudget     string
 	reapInterval   time.Duration
+	nodeDeadAfter  time.Duration
 	metricsListen  string
 	insecureTrust  bool
 	tlsCert        string
@@ -118,6 +119,7 @@ func newServe(g *globalFlags) *cobra.Command {
 	fl.DurationVar(&f.policy.HistoryKeep, "history-keep", 90*24*time.Hour, "delete branch transitions (branch log) older than this (0: keep them all)")
 	fl.DurationVar(&f.policy.AuditKeep, "audit-keep", 0, "delete audit log entries older than this (0: keep them all)")
 	fl.DurationVar(&f.reapInterval, "reap-interval", 10*time.Second, "how often idle stop, TTLs, quotas and budgets are applied")
+	fl.DurationVar(&f.nodeDeadAfter, "node-dead-after", time.Minute, "declare a node of the catalog dead, and its branches lost, this long after its lease ran out")
 	fl.StringVar(&f.metricsListen, "metrics-listen", "", "also serve /metrics and /healthz on this TCP address")
 	addRuntimeFlags(fl, &f.runtime)
 	return cmd
@@ -255,6 +257,7 @@ func serve(g *globalFlags, f *serveFlags) error {
 		Failpoints:        fps,
 		Warm:              f.warm,
 		Prewarm:           prewarmer{users: f.warmUsers},
+		NodeDeadAfter:     f.nodeDeadAfter,
 	}, log.Named("branches"))
 	if err != nil {
 		return err

@@ -1,0 +1,37 @@
+package branches
+
+import (
+	"context"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/overlay"
+	"go.uber.org/zap"
+)
+
+// fencedOut handles a write the catalog refused because the branch's row is no
+// longer this node's (catalog.ErrFenced): another process registered as this node
+// since, or the branch was declared lost. Retrying would not help and must not
+// be tried; the local server, whose data the catalog no longer vouches for, is
+// stopped and unmounted (its sessions end), its files are kept, and the branch
+// refuses sessions until serve restarts. Only the goroutine running b's
+// operation calls it.
+func (m *Manager) fencedOut(ctx context.Context, b *branch, cause error) {
+	m.closeIdle(b)
+	m.mu.Lock()
+	b.fenced = true
+	inst, rec := b.inst, b.rec
+	b.inst = nil
+	m.running.Remove(key{rec.Source, rec.Name})
+	m.mu.Unlock()
+	m.log.Error("branch is no longer this node's; stopping its local server and serving it no more",
+		zap.String("source", rec.Source), zap.String("branch", rec.Name), zap.Error(cause))
+	if inst != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StopTimeout)
+		if err := inst.Stop(sctx); err != nil {
+			m.log.Warn("stop a fenced branch's server", zap.String("branch", rec.Name), zap.Error(err))
+		}
+		cancel()
+	}
+	if err := overlay.Unmount(m.layoutOf(rec.ID).data); err != nil {
+		m.log.Warn("unmount a fenced branch", zap.String("branch", rec.Name), zap.Error(err))
+	}
+}

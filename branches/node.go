@@ -1,0 +1,150 @@
+package branches
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// NodeTTL is how long a heartbeat keeps this server's node registration alive in
+// the catalog; heartbeats go every NodeTTL/3, so two may fail (a catalog restart,
+// a slow network) before the lease runs out. The janitor waits
+// Config.NodeDeadAfter (default 60 s, ten leases) beyond that before it declares a
+// node dead, so the lease's length decides how fresh `node ls` is, not how soon
+// a node is given up.
+const NodeTTL = 6 * time.Second
+
+// janitorEvery is how many heartbeats go between two janitor passes.
+const janitorEvery = 3
+
+// registerNode registers this server as the node named by the state directory's
+// id (bindCatalog wrote it), before reconcile, so that every branch write from
+// then on, reconcile's included, is fenced by the new epoch.
+func registerNode(ctx context.Context, cat *catalog.Catalog, stateDir string, log *zap.Logger) error {
+	id, err := ReadStateID(stateDir)
+	if err != nil {
+		return err
+	}
+	n, err := cat.Register(ctx, id, "", NodeTTL)
+	if err != nil {
+		return err
+	}
+	log.Info("node registered", zap.String("node", n.ID), zap.Int("slot", n.Slot), zap.Int64("epoch", n.Epoch))
+	return nil
+}
+
+// heartbeat renews the node's lease every NodeTTL/3 (and when the proxy's address
+// is set), and runs the janitor every janitorEvery beats, until ctx ends.
+func (m *Manager) heartbeat(ctx context.Context) {
+	defer close(m.beatDone)
+	t := time.NewTicker(NodeTTL / 3)
+	defer t.Stop()
+	failing := false
+	for n := 1; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-m.beatKick:
+		}
+		failing = m.beat(ctx, failing)
+		if n%janitorEvery == 0 {
+			m.sweep(ctx)
+		}
+	}
+}
+
+// beat sends one heartbeat. A failure is logged when it starts and when it ends;
+// the next beat retries. A heartbeat that finds the registration gone is final
+// until serve starts again: the catalog then refuses this server's branch writes.
+func (m *Manager) beat(ctx context.Context, failing bool) bool {
+	if m.cat.NodeLost() {
+		return failing
+	}
+	bctx, cancel := context.WithTimeout(ctx, NodeTTL/3)
+	defer cancel()
+	err := m.cat.Heartbeat(bctx, m.ProxyAddr(), NodeTTL, m.load())
+	switch {
+	case errors.Is(err, catalog.ErrNodeLost):
+		m.log.Error("this node lost its registration in the catalog (registered again elsewhere, or declared dead): "+
+			"it refuses new branches and wakes until serve is restarted", zap.Error(err))
+		return false
+	case err != nil:
+		if !failing && ctx.Err() == nil {
+			m.log.Warn("node heartbeat failed; retrying", zap.Error(err))
+		}
+		return true
+	case failing:
+		m.log.Info("node heartbeat succeeded again")
+	}
+	return false
+}
+
+// load is what the heartbeat reports.
+func (m *Manager) load() catalog.Load {
+	m.mu.Lock()
+	l := catalog.Load{Running: m.running.Len(), MaxRunning: m.cfg.Policy.MaxRunning}
+	m.mu.Unlock()
+	var st unix.Statfs_t
+	if unix.Statfs(m.cfg.StateDir, &st) == nil {
+		l.FreeBytes = int64(st.Bavail) * int64(st.Bsize)
+	}
+	return l
+}
+
+// sweep runs one janitor pass over the catalog's nodes.
+func (m *Manager) sweep(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(ctx, NodeTTL)
+	defer cancel()
+	s, err := m.cat.Janitor(sctx, m.cfg.NodeDeadAfter)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil && !errors.Is(err, catalog.ErrUnavailable) {
+			m.log.Warn("node janitor", zap.Error(err))
+		}
+	case len(s.Dead) > 0:
+		m.log.Warn("declared nodes dead: no heartbeat for node-dead-after", zap.Strings("nodes", s.Dead),
+			zap.Int("branches_lost", s.Lost), zap.Int("creating_deleted", s.Deleted), zap.Duration("node_dead_after", m.cfg.NodeDeadAfter))
+	}
+}
+
+// kickHeartbeat asks for a heartbeat soon, without blocking.
+func (m *Manager) kickHeartbeat() {
+	select {
+	case m.beatKick <- struct{}{}:
+	default:
+	}
+}
+
+// NodeInfo describes one node of the catalog, as `node ls --json` prints it.
+type NodeInfo struct {
+	ID    string `json:"id"`
+	Slot  int    `json:"slot"`
+	Addr  string `json:"addr"`
+	Epoch int64  `json:"epoch"`
+	State string `json:"state"`
+	// LeaseAgeMS is how long ago the lease ran out, by the catalog's clock;
+	// negative while it runs.
+	LeaseAgeMS int64        `json:"lease_age_ms"`
+	Load       catalog.Load `json:"load"`
+	Self       bool         `json:"self"` // this server
+}
+
+// Nodes lists the nodes registered in the catalog, by slot.
+func (m *Manager) Nodes(ctx context.Context) ([]NodeInfo, error) {
+	ns, err := m.cat.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	me, epoch, _ := m.cat.Registration()
+	out := make([]NodeInfo, 0, len(ns))
+	for _, n := range ns {
+		out = append(out, NodeInfo{ID: n.ID, Slot: n.Slot, Addr: n.Addr, Epoch: n.Epoch, State: string(n.State),
+			LeaseAgeMS: n.LeaseAge.Milliseconds(), Load: n.Load, Self: n.ID == me && n.Epoch == epoch})
+	}
+	return out, nil
+}
