@@ -162,6 +162,11 @@ func bindCatalog(ctx context.Context, cat *catalog.Catalog, stateDir, where stri
 	if bound != id {
 		return fmt.Errorf("%w: the catalog %s was bound to the state directory of id %s meanwhile", ErrNotBound, where, bound)
 	}
+	// The catalog's rows are this state directory's now, whichever node id wrote
+	// them: the node registering next (registerNode) adopts them.
+	if err := cat.ClearOwners(ctx); err != nil {
+		return err
+	}
 	return WriteStateID(stateDir, id)
 }
 

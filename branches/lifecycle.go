@@ -152,6 +152,7 @@ func (m *Manager) create(ctx context.Context, b *branch, reason string) (err err
 		return fmt.Errorf("record new branch: %w", err)
 	}
 	rec.ID = id
+	rec.NodeID, rec.NodeEpoch, _ = m.cat.Registration() // what InsertBranch recorded
 	m.mu.Lock()
 	b.rec = rec
 	m.mu.Unlock()

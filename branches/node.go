@@ -127,6 +127,8 @@ type NodeInfo struct {
 	Addr  string `json:"addr"`
 	Epoch int64  `json:"epoch"`
 	State string `json:"state"`
+	// LeaseUntil is when the lease runs out, by the catalog's clock.
+	LeaseUntil time.Time `json:"lease_until"`
 	// LeaseAgeMS is how long ago the lease ran out, by the catalog's clock;
 	// negative while it runs.
 	LeaseAgeMS int64        `json:"lease_age_ms"`
@@ -144,7 +146,7 @@ func (m *Manager) Nodes(ctx context.Context) ([]NodeInfo, error) {
 	out := make([]NodeInfo, 0, len(ns))
 	for _, n := range ns {
 		out = append(out, NodeInfo{ID: n.ID, Slot: n.Slot, Addr: n.Addr, Epoch: n.Epoch, State: string(n.State),
-			LeaseAgeMS: n.LeaseAge.Milliseconds(), Load: n.Load, Self: n.ID == me && n.Epoch == epoch})
+			LeaseUntil: n.LeaseUntil, LeaseAgeMS: n.LeaseAge.Milliseconds(), Load: n.Load, Self: n.ID == me && n.Epoch == epoch})
 	}
 	return out, nil
 }

@@ -110,7 +110,9 @@ func (m *Manager) snapshot() ([]view, map[int64]time.Time) {
 			touched[b.rec.ID] = b.rec.LastUsedAt
 		}
 		views = append(views, view{
-			k: k, running: b.inst != nil, sessions: b.sessions, busy: b.op != nil || b.rec.ID == 0,
+			k: k, running: b.inst != nil, sessions: b.sessions,
+			// A lost or fenced branch's row is not this node's to change: only an admin destroys it.
+			busy:   b.op != nil || b.rec.ID == 0 || b.fenced || b.rec.State == catalog.Lost,
 			pooled: b.rec.Pooled, ephemeral: b.rec.Ephemeral && b.hadSession, ttl: b.rec.TTL, quota: b.rec.Quota, owned: b.rec.OwnedBytes,
 			createdAt: b.rec.CreatedAt, lastUsedAt: b.rec.LastUsedAt,
 		})

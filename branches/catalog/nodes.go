@@ -106,6 +106,18 @@ func (c *Catalog) Register(ctx context.Context, id, addr string, ttl time.Durati
 	return n, nil
 }
 
+// ClearOwners makes every branch row that is not lost belong to no node, so that
+// the next node to register adopts it: for a catalog being bound to a state
+// directory (package branches), whose rows are that directory's whichever
+// registration wrote them.
+func (c *Catalog) ClearOwners(ctx context.Context) (err error) {
+	defer c.check(&err)
+	if _, err := c.exec(ctx, `UPDATE branches SET node_id = NULL, node_epoch = NULL WHERE state <> ?`, Lost); err != nil {
+		return fmt.Errorf("clear the branches' nodes: %w", err)
+	}
+	return nil
+}
+
 // freeSlot returns the lowest slot no node has.
 func freeSlot(ctx context.Context, tx sqlTx) (int, error) {
 	rows, err := tx.tx.QueryContext(ctx, `SELECT slot FROM nodes ORDER BY slot`)

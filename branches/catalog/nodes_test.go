@@ -96,6 +96,17 @@ func TestRegister(t *testing.T) {
 		if id, epoch, ok := c.Registration(); !ok || id != "n1" || epoch != 2 {
 			t.Fatalf("Registration = %s, %d, %v", id, epoch, ok)
 		}
+		// A catalog bound anew to a state directory: its rows go to no node, and
+		// the next to register adopts them.
+		if err := c.ClearOwners(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := other.Register(ctx, "n2", "", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := branchByName(t, c, "old"); b.NodeID != "n2" || b.NodeEpoch != 2 {
+			t.Fatalf("after ClearOwners the row is %q's at epoch %d, want n2's at 2", b.NodeID, b.NodeEpoch)
+		}
 	})
 }
 

@@ -1,0 +1,77 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches"
+)
+
+func nodeList(t *testing.T, s *server) []branches.NodeInfo {
+	t.Helper()
+	var ns []branches.NodeInfo
+	if err := json.Unmarshal([]byte(s.mustCLI("node", "ls", "--json")), &ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// TestNodeRegistration: serve registers its state directory as a node of its
+// catalog, with its address, and renews the lease by heartbeats; after a restart
+// the same node, in the same slot, has the next epoch, owns its branches under
+// it, and serves them.
+func TestNodeRegistration(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, url := startCatalog(t, ctx)
+	state := newStateDir(t)
+	s := startServer(t, state, "--catalog", url)
+	s.seedSQL("app", lifecycleSQL)
+	mustWrite(t, s, "kept", "v1")
+	id, err := branches.ReadStateID(state)
+	if err != nil || id == "" {
+		t.Fatalf("state id %q: %v", id, err)
+	}
+
+	var first branches.NodeInfo
+	eventually(t, 20*time.Second, "the node with its address", func() bool {
+		ns := nodeList(t, s)
+		if len(ns) != 1 {
+			t.Fatalf("node ls = %+v, want one node", ns)
+		}
+		first = ns[0]
+		return first.Addr == s.addr
+	})
+	if first.ID != id || first.Slot != 1 || first.Epoch != 1 || first.State != "active" || !first.Self || first.LeaseAgeMS >= 0 {
+		t.Fatalf("node = %+v, want %s in slot 1, epoch 1, active, this server, lease running", first, id)
+	}
+	eventually(t, 20*time.Second, "a heartbeat to move the lease", func() bool {
+		return nodeList(t, s)[0].LeaseUntil.After(first.LeaseUntil)
+	})
+	if b := s.branches()["kept"]; b.Node != id {
+		t.Fatalf("branch kept is node %q's, want %q", b.Node, id)
+	}
+
+	s.stop()
+	s2 := startServer(t, state, "--catalog", url)
+	ns := nodeList(t, s2)
+	if len(ns) != 1 || ns[0].ID != id || ns[0].Slot != 1 || ns[0].Epoch != 2 || !ns[0].Self {
+		t.Fatalf("after a restart node ls = %+v, want %s in slot 1 at epoch 2", ns, id)
+	}
+	if out, err := s2.psql(t, "app@kept", "SELECT v FROM t WHERE id = 1"); err != nil || out != "v1" {
+		t.Fatalf("the branch after a restart: %q %v\n%s", out, err, s2.logs())
+	}
+	mustWrite(t, s2, "kept", "v2") // a wake and a write: fenced updates at epoch 2 pass
+	mustWrite(t, s2, "new", "v3")
+	if info := s2.mustCLI("info"); !strings.Contains(info, `"node_epoch": 2`) {
+		t.Fatalf("info does not name epoch 2:\n%s", info)
+	}
+	table := s2.mustCLI("node", "ls")
+	t.Logf("node ls:\n%s", table)
+	if !strings.Contains(table, id+" (this server)") || !strings.Contains(table, s2.addr) {
+		t.Fatalf("node ls:\n%s", table)
+	}
+}
