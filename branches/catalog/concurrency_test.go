@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 )
@@ -149,6 +150,85 @@ func TestConcurrentUpdates(t *testing.T) {
 			if tr[i].From != tr[i-1].To {
 				t.Errorf("transition %d is from %q, but %d left %q", i, tr[i].From, i-1, tr[i-1].To)
 			}
+		}
+	})
+}
+
+// handles returns n handles on the catalog at dsn for n processes racing: on
+// Postgres a catalog of their own each; a SQLite catalog is one process's, so c.
+func handles(t *testing.T, bk backend, c *catalog.Catalog, dsn string, n int) []*catalog.Catalog {
+	t.Helper()
+	hs := make([]*catalog.Catalog, n)
+	for i := range hs {
+		hs[i] = c
+		if bk.name == "postgres" {
+			hs[i] = openAgain(t, dsn)
+		}
+	}
+	return hs
+}
+
+// Nodes registering at once get distinct slots, the lowest free ones.
+func TestConcurrentRegister(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, bk backend) {
+		ctx := context.Background()
+		c, dsn := bk.open(t)
+		hs := handles(t, bk, c, dsn, 8)
+		slots := make([]int, 8)
+		for _, err := range run(8, func(i int) error {
+			n, err := hs[i].Register(ctx, fmt.Sprintf("n%d", i), "", time.Minute)
+			slots[i] = n.Slot
+			return err
+		}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		slices.Sort(slots)
+		if want := []int{1, 2, 3, 4, 5, 6, 7, 8}; !slices.Equal(slots, want) {
+			t.Fatalf("slots %v, want %v", slots, want)
+		}
+	})
+}
+
+// Janitors sweeping at once declare an expired node dead once, and its branch
+// lost once.
+func TestConcurrentJanitors(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, bk backend) {
+		ctx := context.Background()
+		c, dsn := bk.open(t)
+		gone := openAgain(t, dsn)
+		if _, err := gone.Register(ctx, "gone", "", -time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := gone.InsertBranch(ctx, catalog.Branch{Source: "a", Name: "x", State: catalog.Running}, "create"); err != nil {
+			t.Fatal(err)
+		}
+		hs := handles(t, bk, c, dsn, 8)
+		for _, h := range hs {
+			catalog.TestSetAnswering(h, time.Hour)
+		}
+		swept := make([]catalog.Swept, 8)
+		for _, err := range run(8, func(i int) (err error) {
+			swept[i], err = hs[i].Janitor(ctx, time.Minute)
+			return err
+		}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		dead, lost := 0, 0
+		for _, s := range swept {
+			dead, lost = dead+len(s.Dead), lost+s.Lost
+		}
+		tr, err := c.Transitions(ctx, "a", "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dead != 1 || lost != 1 || len(tr) != 2 {
+			t.Fatalf("janitors declared %d nodes dead and %d branches lost, with %d transitions (%+v); want 1, 1 and create+lost", dead, lost, len(tr), tr)
 		}
 	})
 }
