@@ -45,6 +45,17 @@ func testPostgresOutage(t *testing.T, how string) {
 			t.Fatal(err)
 		}
 	}
+	// A node whose lease ran out long ago, which a janitor that has seen the
+	// catalog answer for an hour would declare dead at once.
+	if _, err := c.Register(ctx, "me", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	other := openAgain(t, url)
+	if _, err := other.Register(ctx, "gone", "", -time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	other.Close()
+	catalog.TestSetAnswering(c, time.Hour)
 	if how == "kill9" {
 		err = srv.Kill()
 	} else {
@@ -66,8 +77,24 @@ func testPostgresOutage(t *testing.T, how string) {
 			t.Fatalf("AddSource %d in a stopped catalog = %v, want ErrUnavailable", i, err)
 		}
 	}
+	// A heartbeat meanwhile fails and is to be retried; the node is not lost.
+	if err := c.Heartbeat(ctx, "", time.Minute, catalog.Load{}); !errors.Is(err, catalog.ErrUnavailable) || c.NodeLost() {
+		t.Fatalf("heartbeat to a stopped catalog = %v (lost %v), want ErrUnavailable", err, c.NodeLost())
+	}
 	if err := srv.Resume(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if err := c.Heartbeat(ctx, "", time.Minute, catalog.Load{}); err != nil {
+		t.Fatalf("heartbeat after the catalog came back: %v", err)
+	}
+	// The outage stopped every node's heartbeats: no node is declared dead until
+	// the catalog has answered for dead-after again.
+	if s, err := c.Janitor(ctx, time.Minute); err != nil || !s.Skipped || len(s.Dead) > 0 {
+		t.Fatalf("janitor just after the outage = %+v, %v, want skipped", s, err)
+	}
+	catalog.TestSetAnswering(c, time.Hour)
+	if s, err := c.Janitor(ctx, time.Minute); err != nil || len(s.Dead) != 1 {
+		t.Fatalf("janitor once the catalog has answered for dead-after = %+v, %v, want node gone dead", s, err)
 	}
 	for i := range 8 { // more than the pool holds: every connection is a fresh one
 		if err := insert("after" + string(rune('a'+i))); err != nil {
