@@ -15,23 +15,33 @@ import (
 // refuses sessions until serve restarts. Only the goroutine running b's
 // operation calls it.
 func (m *Manager) fencedOut(ctx context.Context, b *branch, cause error) {
-	m.closeIdle(b)
 	m.mu.Lock()
 	b.fenced = true
+	rec := b.rec
+	m.mu.Unlock()
+	m.log.Error("branch is no longer this node's; stopping its local server and serving it no more",
+		zap.String("source", rec.Source), zap.String("branch", rec.Name), zap.Error(cause))
+	m.stopLocal(ctx, b)
+}
+
+// stopLocal stops b's server and unmounts it without writing to the catalog, for a
+// branch whose row this node may not change. Only the goroutine running b's
+// operation, or Close, calls it.
+func (m *Manager) stopLocal(ctx context.Context, b *branch) {
+	m.closeIdle(b)
+	m.mu.Lock()
 	inst, rec := b.inst, b.rec
 	b.inst = nil
 	m.running.Remove(key{rec.Source, rec.Name})
 	m.mu.Unlock()
-	m.log.Error("branch is no longer this node's; stopping its local server and serving it no more",
-		zap.String("source", rec.Source), zap.String("branch", rec.Name), zap.Error(cause))
 	if inst != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StopTimeout)
 		if err := inst.Stop(sctx); err != nil {
-			m.log.Warn("stop a fenced branch's server", zap.String("branch", rec.Name), zap.Error(err))
+			m.log.Warn("stop a branch's server", zap.String("branch", rec.Name), zap.Error(err))
 		}
 		cancel()
 	}
 	if err := overlay.Unmount(m.layoutOf(rec.ID).data); err != nil {
-		m.log.Warn("unmount a fenced branch", zap.String("branch", rec.Name), zap.Error(err))
+		m.log.Warn("unmount a branch", zap.String("branch", rec.Name), zap.Error(err))
 	}
 }

@@ -311,6 +311,9 @@ func (m *Manager) Close(ctx context.Context) error {
 			defer wg.Done()
 			if err := m.stopBranch(ctx, b, "server shutdown"); err != nil {
 				m.log.Error("stop branch at shutdown", zap.String("branch", b.rec.Name), zap.Error(err))
+				if errors.Is(err, ErrFenced) {
+					m.stopLocal(ctx, b) // the row is not this node's to record the stop in
+				}
 			}
 		}()
 	}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -73,5 +74,76 @@ func TestNodeRegistration(t *testing.T) {
 	t.Logf("node ls:\n%s", table)
 	if !strings.Contains(table, id+" (this server)") || !strings.Contains(table, s2.addr) {
 		t.Fatalf("node ls:\n%s", table)
+	}
+}
+
+// TestNodeLostRegistration: a branch whose row carries another epoch is fenced
+// (its stop is refused, its server stopped, sessions get 57P03); a serve whose
+// registration is taken over (its epoch bumped in the catalog, as a second
+// registration of its node would) notices at its next heartbeat: a new branch
+// gets 57P03 naming the lost registration, the running branch keeps serving,
+// serve stops cleanly, and once restarted (epoch 3) it adopts and serves all.
+func TestNodeLostRegistration(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, url := startCatalog(t, ctx)
+	state := newStateDir(t)
+	s := startServer(t, state, "--catalog", url)
+	s.seedSQL("app", lifecycleSQL)
+	mustWrite(t, s, "up", "v1")
+
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// One branch's row carries another epoch: the next change of it is fenced,
+	// and serve stops its server and serves it no more.
+	mustWrite(t, s, "taken", "v0")
+	if _, err := db.ExecContext(ctx, "UPDATE branches SET node_epoch = node_epoch + 100 WHERE name = 'taken'"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := s.cli("branch", "stop", "taken"); err == nil || !strings.Contains(out, "no longer this node's") {
+		t.Fatalf("branch stop of a fenced branch: %v\n%s", err, out)
+	}
+	if b := s.branches()["taken"]; b.State != "fenced" {
+		t.Fatalf("branch ls shows the fenced branch as %+v", b)
+	}
+	c, err := s.connectErr("app@taken")
+	if err == nil {
+		c.Close(ctx)
+	}
+	if code := pgCode(err); code != "57P03" || !strings.Contains(err.Error(), "no longer served by this pgbranchproxy node") {
+		t.Fatalf("a session on the fenced branch: %v (SQLSTATE %q), want 57P03\n%s", err, code, s.logs())
+	}
+
+	if _, err := db.ExecContext(ctx, "UPDATE nodes SET epoch = epoch + 1"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "serve to notice its lost registration", func() bool {
+		return strings.Contains(s.mustCLI("info"), `"node_lost": true`)
+	})
+	c, err = s.connectErr("app@new")
+	if err == nil {
+		c.Close(ctx)
+	}
+	if code := pgCode(err); code != "57P03" || !strings.Contains(err.Error(), "lost its registration") {
+		t.Fatalf("a new branch after the registration was lost: %v (SQLSTATE %q), want 57P03 naming the lost registration\n%s", err, code, s.logs())
+	}
+	if out, err := s.psql(t, "app@up", "SELECT v FROM t WHERE id = 1"); err != nil || out != "v1" {
+		t.Fatalf("the running branch after the registration was lost: %q %v\n%s", out, err, s.logs())
+	}
+
+	s.stop()
+	assertNothingLeft(t, state) // the running branch's server too, though its stop could not be recorded
+	s2 := startServer(t, state, "--catalog", url)
+	if ns := nodeList(t, s2); len(ns) != 1 || ns[0].Epoch != 3 {
+		t.Fatalf("after a restart node ls = %+v, want epoch 3", ns)
+	}
+	mustWrite(t, s2, "new", "v2")
+	for branch, want := range map[string]string{"up": "v1", "taken": "v0"} {
+		if out, err := s2.psql(t, "app@"+branch, "SELECT v FROM t WHERE id = 1"); err != nil || out != want {
+			t.Fatalf("app@%s after a restart: %q %v, want %q\n%s", branch, out, err, want, s2.logs())
+		}
 	}
 }
