@@ -14,5 +14,11 @@
 // (dialect.go, sqlite.go, postgres.go), and one conformance suite runs every test
 // against both. Copy moves a catalog's rows from one backend to the other.
 //
+// A server registers in the catalog as a node (nodes.go): an id, a slot, an epoch
+// that goes up at every registration, and a lease that heartbeats renew, in the
+// catalog's clock. Once registered, every change a *Catalog writes to a branch row
+// is fenced by that node and epoch (ErrFenced), and Janitor declares nodes whose
+// lease ran out dead and their branches lost (janitor.go).
+//
 // A *Catalog is safe for concurrent use.
 package catalog
