@@ -181,7 +181,7 @@ func (m *Manager) updateGauges() {
 // write succeeded, so that a failed write is tried again by the next pass. The write
 // is detached from ctx, which may be a client's.
 func (m *Manager) persistUse(ctx context.Context, touched map[int64]time.Time) {
-	if len(touched) == 0 {
+	if len(touched) == 0 || m.cat.NodeLost() { // a lost node's writes are refused (node.go)
 		return
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
