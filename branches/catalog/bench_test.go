@@ -10,27 +10,61 @@ import (
 )
 
 // BenchmarkBranchLife is one branch's catalog writes from creation to its end on
-// each backend: insert (creating), update (running), touch, delete.
+// each backend: insert (creating), update (running), touch, delete; "fenced" with
+// the catalog registered as a node, so that every write carries the fence.
 func BenchmarkBranchLife(b *testing.B) {
+	for _, bk := range backends {
+		for _, fenced := range []bool{false, true} {
+			name := bk.name
+			if fenced {
+				name += "_fenced"
+			}
+			b.Run(name, func(b *testing.B) { benchBranchLife(b, bk, fenced) })
+		}
+	}
+}
+
+func benchBranchLife(b *testing.B, bk backend, fenced bool) {
+	ctx := context.Background()
+	c, _ := bk.open(b)
+	if fenced {
+		if _, err := c.Register(ctx, "n1", "", time.Minute); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		br := catalog.Branch{Source: "a", Name: fmt.Sprintf("b%d", i), State: catalog.Creating, CreatedAt: time.Now()}
+		id, err := c.InsertBranch(ctx, br, "create")
+		if err != nil {
+			b.Fatal(err)
+		}
+		br.ID, br.State = id, catalog.Running
+		if err := c.UpdateBranch(ctx, br, "ready"); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Touch(ctx, map[int64]time.Time{id: time.Now()}); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.DeleteBranch(ctx, br, "destroyed"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkHeartbeat is one node's heartbeat on each backend.
+func BenchmarkHeartbeat(b *testing.B) {
 	for _, bk := range backends {
 		b.Run(bk.name, func(b *testing.B) {
 			ctx := context.Background()
 			c, _ := bk.open(b)
+			if _, err := c.Register(ctx, "n1", "", time.Minute); err != nil {
+				b.Fatal(err)
+			}
+			load := catalog.Load{Running: 3, MaxRunning: 8, FreeBytes: 1 << 40}
 			b.ResetTimer()
-			for i := range b.N {
-				br := catalog.Branch{Source: "a", Name: fmt.Sprintf("b%d", i), State: catalog.Creating, CreatedAt: time.Now()}
-				id, err := c.InsertBranch(ctx, br, "create")
-				if err != nil {
-					b.Fatal(err)
-				}
-				br.ID, br.State = id, catalog.Running
-				if err := c.UpdateBranch(ctx, br, "ready"); err != nil {
-					b.Fatal(err)
-				}
-				if err := c.Touch(ctx, map[int64]time.Time{id: time.Now()}); err != nil {
-					b.Fatal(err)
-				}
-				if err := c.DeleteBranch(ctx, br, "destroyed"); err != nil {
+			for range b.N {
+				if err := c.Heartbeat(ctx, "127.0.0.1:6432", time.Minute, load); err != nil {
 					b.Fatal(err)
 				}
 			}
