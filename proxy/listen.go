@@ -16,10 +16,18 @@ const (
 	keepAliveCount        = 9
 )
 
+// deferAcceptSecs is how long the kernel holds a new connection that has sent
+// nothing before it is accepted anyway (TCP_DEFER_ACCEPT; PgBouncer's
+// tcp_defer_accept sets it on Linux too). A Postgres client speaks first, so its
+// connection is accepted with its first packet already there, and its handler
+// reads it at once instead of parking until it comes.
+const deferAcceptSecs = 10
+
 // Listen listens for clients on a TCP address. Keepalive is set once on the
 // listening socket, whose accepted connections inherit it on Linux, instead of with
 // four system calls on every accepted connection as net.Listen does: the same probes,
-// for less work per connection.
+// for less work per connection. Connections are accepted once their first bytes
+// have come (see deferAcceptSecs).
 func Listen(ctx context.Context, addr string) (net.Listener, error) {
 	lc := net.ListenConfig{KeepAlive: -1, Control: setListenKeepAlive}
 	return lc.Listen(ctx, "tcp", addr)
@@ -33,6 +41,7 @@ func setListenKeepAlive(_, _ string, c syscall.RawConn) error {
 			{unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, keepAliveIdleSecs},
 			{unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, keepAliveIntervalSecs},
 			{unix.IPPROTO_TCP, unix.TCP_KEEPCNT, keepAliveCount},
+			{unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT, deferAcceptSecs},
 		} {
 			if serr = unix.SetsockoptInt(int(fd), o.level, o.opt, o.val); serr != nil {
 				return

@@ -8,19 +8,33 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// An accepted connection has the keepalive that net.Listen would have set on it.
-func TestListenKeepAliveInherited(t *testing.T) {
+// An accepted connection has the keepalive that net.Listen would have set on it,
+// and the listener accepts connections once they have sent something.
+func TestListenSocketOptions(t *testing.T) {
 	t.Parallel()
 	ln, err := Listen(context.Background(), "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	lraw, err := ln.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deferSecs int
+	var derr error
+	lraw.Control(func(fd uintptr) {
+		deferSecs, derr = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT)
+	})
+	if derr != nil || deferSecs < deferAcceptSecs { // the kernel rounds it up to whole SYN-ACK retransmits
+		t.Errorf("listener TCP_DEFER_ACCEPT = %d (%v), want at least %d", deferSecs, derr, deferAcceptSecs)
+	}
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	c.Write([]byte{0, 0, 0, 8}) // accepted once it has sent something (TCP_DEFER_ACCEPT)
 	a, err := ln.Accept()
 	if err != nil {
 		t.Fatal(err)
