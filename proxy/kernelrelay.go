@@ -233,6 +233,23 @@ func (k *kernelRelay) sweep(now time.Time) {
 		all = append(all, ks)
 	}
 	k.mu.Unlock()
+	// Sessions whose redirects toward the server near their limit need their
+	// client socket's reference count (one read of /proc/net/tcp for all).
+	var near []*ksession
+	var fds []int
+	for _, ks := range all {
+		ks.crefNow = 0
+		if ks.sm.Slot(sockmap.ToServer).Bytes-ks.mark > k.backlog/2 {
+			near, fds = append(near, ks), append(fds, ks.cfd)
+		}
+	}
+	if len(near) > 0 {
+		if refs, err := socketRefs(fds...); err == nil {
+			for i, ks := range near {
+				ks.crefNow = refs[i]
+			}
+		}
+	}
 	for _, ks := range all {
 		ks.sweep(now, k.backlog)
 	}
@@ -247,7 +264,8 @@ type ksession struct {
 	sndbuf       int           // the server socket's send buffer
 	inj          *injector     // nil until needed
 	injected     uint64        // bytes written to the injector
-	spliced      bool          // client bytes may have been redirected to the server
+	cref, iref   int           // reference counts of the client's socket and the injector's with nothing queued
+	clientHeld   bool          // the client's bytes go through the proxy for the rest of the session
 	r0           uint64        // client bytes read before the splice (readPosition)
 	consumed     [2]uint64     // bytes the proxy read from each direction's source
 	base         [2]uint64     // of those, never seen by the program (see forwardInitial)
@@ -257,11 +275,12 @@ type ksession struct {
 	ev           chan struct{}
 
 	// Loop only.
-	lastToClient, lastToServer uint64
-	clientBusy                 bool // bytes for the client not yet acknowledged
-	lastAcked                  uint64
-	progressAt                 time.Time
-	mark                       uint64 // redirected-to-server bytes known taken by the server
+	lastToClient uint64
+	clientBusy   bool // bytes for the client not yet acknowledged
+	lastAcked    uint64
+	progressAt   time.Time
+	mark         uint64 // redirected-to-server bytes known sent on to the server
+	crefNow      int    // the client socket's reference count at this sweep; 0: not read
 }
 
 func (ks *ksession) notify(ev uint32) {
@@ -315,10 +334,11 @@ func (ks *ksession) sweep(now time.Time, backlog uint64) {
 	} else {
 		ks.progressAt = now
 	}
-	if ts.Bytes != ks.lastToServer || ts.Bytes > ks.mark {
-		ks.lastToServer = ts.Bytes
-		if outq, err := unix.IoctlGetInt(ks.sfd, unix.SIOCOUTQ); err == nil && outq < ks.sndbuf/2 {
-			// The server takes what it is sent: nothing waits in the redirect queue.
+	if ts.Bytes-ks.mark > backlog/2 && ks.crefNow > 0 {
+		// The client's packets still queued for the server are the references
+		// they hold on its socket: at most a pending timer's, and what was
+		// redirected so far has been sent on.
+		if ks.crefNow-ks.cref <= timerRefs {
 			ks.mark = ts.Bytes
 		}
 		ks.sm.Limit(sockmap.ToServer, ks.mark+backlog)

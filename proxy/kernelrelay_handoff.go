@@ -58,7 +58,7 @@ func readPosition(fd int) (uint64, error) {
 func (k *kernelRelay) forwardInitial(ks *ksession, d sockmap.Dir) error {
 	deadline := time.Now().Add(ks.writeTimeout)
 	for {
-		if err := k.drainSource(ks, d); err != nil {
+		if _, err := k.readSource(ks, d, 0); err != nil {
 			return err
 		}
 		passed := ks.sm.Slot(d).Passed
@@ -73,7 +73,7 @@ func (k *kernelRelay) forwardInitial(ks *ksession, d sockmap.Dir) error {
 			return fmt.Errorf("queued server bytes: %w", err)
 		} else if n == 0 {
 			before := ks.consumed[d]
-			if err := k.drainSource(ks, d); err != nil {
+			if _, err := k.readSource(ks, d, 0); err != nil {
 				return err
 			}
 			quiet = ks.consumed[d] == before && ks.sm.Slot(d).Passed == passed
@@ -90,29 +90,54 @@ func (k *kernelRelay) forwardInitial(ks *ksession, d sockmap.Dir) error {
 	}
 }
 
-// drainSource reads direction d's source until it has nothing more and writes
-// what it read on. It stops at EOF.
-func (k *kernelRelay) drainSource(ks *ksession, d sockmap.Dir) error {
+// readSource reads direction d's source until it has nothing more, or at least
+// limit bytes (0: no limit), and writes what it read on. It stops at EOF.
+func (k *kernelRelay) readSource(ks *ksession, d sockmap.Dir, limit int) (int, error) {
 	src := ks.cfd
 	if d == sockmap.ToClient {
 		src = ks.sfd
 	}
 	buf := make([]byte, 64<<10)
-	for {
+	read := 0
+	for limit <= 0 || read < limit {
 		n, err := unix.Read(src, buf)
 		switch {
 		case errors.Is(err, unix.EINTR):
 			continue
 		case errors.Is(err, unix.EAGAIN):
-			return nil
+			return read, nil
 		case err != nil:
-			return err
+			return read, err
 		case n == 0:
-			return errEOF
+			return read, errEOF
+		}
+		read += n
+		out := buf[:n]
+		if d == sockmap.ToServer {
+			out = ks.beforeTerminate(out)
 		}
 		ks.consumed[d] += uint64(n)
-		if err := k.send(ks, d, buf[:n]); err != nil {
-			return err
+		if err := k.send(ks, d, out); err != nil {
+			return read, err
 		}
 	}
+	return read, nil
+}
+
+// beforeTerminate returns what of b, the client bytes read next, comes before the
+// client's Terminate: the server session may be kept for another client, so the
+// Terminate never reaches it (finish ends the session). The program flags a
+// Terminate before the proxy can read it, and it is the last thing the client
+// sent: it ends at Passed, past the bytes read that the program never saw.
+func (ks *ksession) beforeTerminate(b []byte) []byte {
+	st := ks.sm.Slot(sockmap.ToServer)
+	if st.Flags&sockmap.FlagTerminate == 0 {
+		return b
+	}
+	at := ks.base[sockmap.ToServer] + st.Passed - 5
+	from := ks.consumed[sockmap.ToServer]
+	if from >= at {
+		return nil
+	}
+	return b[:min(uint64(len(b)), at-from)]
 }

@@ -16,7 +16,6 @@ const (
 	settleTime   = 2 * time.Millisecond // for a program already running to finish
 	serverDrain  = 5 * time.Second      // for the server to take what was redirected to it
 	pauseTimeout = time.Second          // a backlog that takes longer to drain is looked at again at the next tick
-	injectMargin = 100 * time.Microsecond
 )
 
 // relay splices client and backend and carries the session until it ends. The
@@ -47,6 +46,15 @@ func (k *kernelRelay) relay(client *net.TCPConn, backend *net.UnixConn, writeTim
 	}
 	if err == nil {
 		ks.sm, err = k.sm.Add(cfd, sfd)
+	}
+	if err == nil {
+		// Both directions are held: nothing is queued for the server yet.
+		var refs []int
+		if refs, err = socketRefs(cfd); err == nil {
+			ks.cref = refs[0]
+		} else {
+			ks.sm.Remove()
+		}
 	}
 	if err == nil && !k.register(ks) {
 		ks.sm.Remove()
@@ -84,9 +92,8 @@ func (k *kernelRelay) carry(ks *ksession, stats *RelayStats) RelayEnd {
 		return EndServerClosed
 	}
 	if err := k.forwardInitial(ks, sockmap.ToServer); err != nil {
-		return EndClientClosed
+		return ks.clientEnd()
 	}
-	ks.spliced = true
 	// From here on a direction redirects once the proxy has forwarded everything
 	// it was handed (the program compares Passed with Ack): bytes handed over
 	// between the checks above and these lines are forwarded by forwardHeld.
@@ -95,7 +102,10 @@ func (k *kernelRelay) carry(ks *ksession, stats *RelayStats) RelayEnd {
 	for _, d := range []sockmap.Dir{sockmap.ToClient, sockmap.ToServer} {
 		if st := ks.sm.Slot(d); st.Passed != st.Ack {
 			if err := k.forwardHeld(ks, d); err != nil {
-				return map[sockmap.Dir]RelayEnd{sockmap.ToClient: EndServerClosed, sockmap.ToServer: EndClientClosed}[d]
+				if d == sockmap.ToServer {
+					return ks.clientEnd()
+				}
+				return EndServerClosed
 			}
 		}
 	}
@@ -120,18 +130,38 @@ func (k *kernelRelay) carry(ks *ksession, stats *RelayStats) RelayEnd {
 				k.unpause(ks, d, stats)
 			}
 		}
+		if ks.clientHeld {
+			// Every client packet now comes to the proxy: wake on the next.
+			k.arm(ks.cfd, unix.EPOLLIN)
+		}
 	}
 	return EndShutdown
 }
 
+// clientEnd is how a session ends whose client stopped sending: with Terminate
+// if the program saw one (the proxy forwarded everything before it), else
+// closed.
+func (ks *ksession) clientEnd() RelayEnd {
+	if ks.sm.Slot(sockmap.ToServer).Flags&sockmap.FlagTerminate != 0 {
+		return EndTerminate
+	}
+	return EndClientClosed
+}
+
 // unpause forwards what direction d handed to the proxy (it passed the backlog
-// cap, or arrived while handed bytes were unacknowledged) once what was
-// redirected before it has been taken, and lets d redirect again. Until then the
-// bytes wait in the source socket, whose receive window closes: the sender is
-// held back as by any slow receiver. False: not drained yet; the loop asks again
-// at its next tick.
+// cap, or arrived while handed bytes were unacknowledged). Toward the client, and
+// toward a server for which nothing was ever queued, it waits until what was
+// redirected before has been taken, writes the bytes on directly and lets d
+// redirect again; meanwhile the bytes wait in the source socket, whose receive
+// window closes, holding the sender back as any slow receiver does. A client
+// whose bytes must follow a queue for the server stays with the proxy for the
+// rest of the session (relayClientHeld). False: not drained yet; the loop asks
+// again at its next tick.
 func (k *kernelRelay) unpause(ks *ksession, d sockmap.Dir, stats *RelayStats) bool {
-	if !k.drained(ks, d, time.Now().Add(pauseTimeout)) {
+	if d == sockmap.ToServer && (ks.clientHeld || ks.queuedEver()) {
+		return k.relayClientHeld(ks, stats)
+	}
+	if d == sockmap.ToClient && !k.drained(ks, time.Now().Add(pauseTimeout)) {
 		return false
 	}
 	stats.paused()
@@ -142,32 +172,17 @@ func (k *kernelRelay) unpause(ks *ksession, d sockmap.Dir, stats *RelayStats) bo
 		if got, _, err := ks.deliveredToClient(); err == nil {
 			ks.sm.Limit(d, got+k.backlog)
 		}
-	} else {
-		ks.sm.Limit(d, ks.sm.Slot(d).Bytes+k.backlog)
 	}
 	return true
 }
 
-// drained waits until what direction d redirected has reached its receiver, or
-// the deadline. Toward the client this is exact (the socket's written bytes);
-// toward the server, whose unix socket counts nothing, it is taken as drained
-// when the redirected count stops moving and the server socket has room, so
-// that the kernel's redirect queue would have moved on if it held anything.
-func (k *kernelRelay) drained(ks *ksession, d sockmap.Dir, deadline time.Time) bool {
+// drained waits until what was redirected to the client has reached its socket,
+// or the deadline.
+func (k *kernelRelay) drained(ks *ksession, deadline time.Time) bool {
 	time.Sleep(settleTime)
-	if d == sockmap.ToClient {
-		return waitFor(deadline, time.Millisecond, func() bool {
-			got, _, err := ks.deliveredToClient()
-			return err != nil || got >= ks.sm.Slot(d).Bytes
-		})
-	}
-	last, since := ks.sm.Slot(d).Bytes, time.Now()
 	return waitFor(deadline, time.Millisecond, func() bool {
-		if b := ks.sm.Slot(d).Bytes; b != last {
-			last, since = b, time.Now()
-		}
-		outq, err := unix.IoctlGetInt(ks.sfd, unix.SIOCOUTQ)
-		return err != nil || outq < ks.sndbuf/2 && time.Since(since) >= settleTime
+		got, _, err := ks.deliveredToClient()
+		return err != nil || got >= ks.sm.Slot(sockmap.ToClient).Bytes
 	})
 }
 
@@ -180,18 +195,11 @@ func (k *kernelRelay) forwardHeld(ks *ksession, d sockmap.Dir) error {
 	deadline := time.Now().Add(ks.writeTimeout)
 	for {
 		before := ks.consumed[d]
-		if err := k.drainSource(ks, d); err != nil {
+		if _, err := k.readSource(ks, d, 0); err != nil {
 			return err
 		}
 		if err := k.settle(ks); err != nil {
 			return err
-		}
-		if d == sockmap.ToServer && ks.spliced && ks.consumed[d] != before {
-			// The program counts an injected packet just before the kernel queues
-			// it behind what was redirected before (a few instructions later, on the
-			// CPU that ran it): leave that a wide margin before the acknowledgement
-			// below lets client bytes redirect again.
-			time.Sleep(injectMargin)
 		}
 		acked := ks.consumed[d] - ks.base[d]
 		ks.sm.Ack(d, acked)
@@ -208,8 +216,8 @@ func (k *kernelRelay) forwardHeld(ks *ksession, d sockmap.Dir) error {
 }
 
 // send writes b on in direction d: to the client directly (what was redirected
-// to it has been written to its socket), to the server through the injector (what
-// was redirected to it may still wait in the kernel's queue).
+// to it has been written to its socket), to the server directly while nothing was
+// ever queued for it, else through the injector, behind what the kernel queued.
 func (k *kernelRelay) send(ks *ksession, d sockmap.Dir, b []byte) error {
 	if d == sockmap.ToClient {
 		if err := writeAll(ks.cfd, b, ks.writeTimeout); err != nil {
@@ -218,8 +226,7 @@ func (k *kernelRelay) send(ks *ksession, d sockmap.Dir, b []byte) error {
 		ks.wrote.Add(uint64(len(b)))
 		return nil
 	}
-	if !ks.spliced {
-		// Nothing was redirected to the server yet: write to it directly.
+	if !ks.queuedEver() {
 		return writeAll(ks.sfd, b, ks.writeTimeout)
 	}
 	if err := k.injector(ks); err != nil {
@@ -255,11 +262,15 @@ func (k *kernelRelay) injector(ks *ksession) error {
 	if err != nil {
 		return err
 	}
-	if err := ks.sm.UseInjector(in.sm); err != nil {
+	refs, err := socketRefs(in.r)
+	if err == nil {
+		err = ks.sm.UseInjector(in.sm)
+	}
+	if err != nil {
 		k.dropInjector(in)
 		return err
 	}
-	ks.inj = in
+	ks.inj, ks.iref = in, refs[0]
 	return nil
 }
 
@@ -313,11 +324,11 @@ func (k *kernelRelay) finish(ks *ksession, end RelayEnd, log *zap.Logger) RelayR
 		if !res.Idle {
 			// An answered probe went behind everything queued for the server, so
 			// the queue is empty; otherwise wait for it to drain.
-			k.drained(ks, sockmap.ToServer, time.Now().Add(serverDrain))
+			k.serverDrained(ks, time.Now().Add(serverDrain))
 		}
 	case EndServerClosed:
 		// The server's last words (an error saying why) reach the client.
-		k.drained(ks, sockmap.ToClient, time.Now().Add(ks.writeTimeout))
+		k.drained(ks, time.Now().Add(ks.writeTimeout))
 		k.forwardHeld(ks, sockmap.ToClient)
 	}
 	// An injector whose bytes all reached the server's queue can serve the next
