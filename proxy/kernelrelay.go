@@ -19,13 +19,13 @@ import (
 // session: hang-ups with epoll (only EPOLLRDHUP, EPOLLHUP and EPOLLERR: EPOLLIN
 // would fire on every packet), and every tick the sessions' slots (a memory map,
 // no system call) and, for sessions that moved bytes, their sockets' queues, to
-// keep each direction's backlog under a cap and to cut off clients that stop
+// keep the backlog toward the server under a cap and to cut off clients that stop
 // reading. What needs doing is handed to the session's own goroutine.
 //
 // Safe for concurrent use.
 type kernelRelay struct {
 	sm      *sockmap.Relay
-	backlog uint64        // bytes a direction may have redirected beyond what its receiver took
+	backlog uint64        // bytes the client may have redirected beyond what the server took
 	tick    time.Duration // how often the loop looks at the slots
 	epfd    int
 	wake    int
@@ -322,7 +322,6 @@ func (ks *ksession) sweep(now time.Time, backlog uint64) {
 	if tc.Bytes != ks.lastToClient || ks.clientBusy {
 		ks.lastToClient = tc.Bytes
 		if got, acked, err := ks.deliveredToClient(); err == nil {
-			ks.sm.Limit(sockmap.ToClient, got+backlog)
 			total := got + ks.w0 + ks.wrote.Load()
 			ks.clientBusy = got < tc.Bytes || acked < total
 			if !ks.clientBusy || acked != ks.lastAcked {

@@ -68,8 +68,14 @@ func (k *kernelRelay) relay(client *net.TCPConn, backend *net.UnixConn, writeTim
 	client.Close()
 	backend.Close()
 	stats.start(RelayKernel)
+	// Toward the client no cap: a packet the server sent stays charged to the
+	// server's socket until the kernel has sent it on, so a client that does not
+	// read stops the server at its socket's send buffer, as on any socket. A cap
+	// would also hand the server's bytes to the proxy mid-session, and reading the
+	// server's socket then can take a packet the program has not seen yet (a unix
+	// socket's read falls back to its receive queue while the handed bytes wait
+	// for a kernel worker), out of order.
 	ks.sm.Limit(sockmap.ToServer, k.backlog)
-	ks.sm.Limit(sockmap.ToClient, k.backlog)
 	end := k.carry(ks, stats)
 	stats.stop(RelayKernel)
 	res := k.finish(ks, end, log)
@@ -167,11 +173,6 @@ func (k *kernelRelay) unpause(ks *ksession, d sockmap.Dir, stats *RelayStats) bo
 	stats.paused()
 	if err := k.forwardHeld(ks, d); err != nil {
 		return true // the side that failed hangs up; the loop reports it
-	}
-	if d == sockmap.ToClient {
-		if got, _, err := ks.deliveredToClient(); err == nil {
-			ks.sm.Limit(d, got+k.backlog)
-		}
 	}
 	return true
 }

@@ -94,9 +94,10 @@ type Config struct {
 	// Relay is how plaintext sessions are relayed after login: RelayEpoll (the
 	// default), RelayAuto, RelayKernel or RelayGoroutine.
 	Relay string
-	// KernelBacklog caps the bytes a direction of a kernel-relayed session may have
-	// in flight beyond what its receiver took; past it the direction's new bytes
-	// wait until they are taken, then the proxy forwards them (default 4 MiB).
+	// KernelBacklog caps the bytes a kernel-relayed client may have in flight
+	// toward its server beyond what the server took; past it the proxy carries
+	// the client's bytes for the rest of the session (default 4 MiB). Toward the
+	// client the server's socket buffer bounds them.
 	KernelBacklog int
 	// KernelLoadFails makes the kernel relay's programs fail to load, as on a
 	// kernel without them (for tests of the fallback).
