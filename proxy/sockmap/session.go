@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/cilium/ebpf"
+	"sync/atomic"
 )
 
 // Session is one spliced session: a client's TCP socket and a branch server's
@@ -12,8 +13,8 @@ import (
 // goroutine at a time should drive a session.
 type Session struct {
 	r             *Relay
-	idx           uint32
-	cc, cs, peer  uint64 // cookies: client, server socket, server's peer
+	idx           atomic.Uint32 // slot; noSlot once removed (read by other goroutines)
+	cc, cs, peer  uint64        // cookies: client, server socket, server's peer
 	inTCP, inUnix bool
 	routed        bool
 	inject        uint64 // cookie of the injector's receiving socket; 0: none
@@ -43,7 +44,8 @@ func (r *Relay) Add(client, server int) (*Session, error) {
 	idx := r.free[len(r.free)-1]
 	r.free = r.free[:len(r.free)-1]
 	r.mu.Unlock()
-	s := &Session{r: r, idx: idx, cc: cc, cs: cs, peer: peer}
+	s := &Session{r: r, cc: cc, cs: cs, peer: peer}
+	s.idx.Store(idx)
 	var zero [3 * slotSize]byte
 	r.mem.WriteAt(zero[:], r.slotOff(idx, ToServer))
 	r.write(idx, ToServer, offHold, 1)
@@ -60,7 +62,7 @@ func (s *Session) link(client, server int) error {
 	route := func(key, dst uint64, d Dir) error {
 		v := make([]byte, 16)
 		binary.NativeEndian.PutUint64(v, dst)
-		binary.NativeEndian.PutUint32(v[8:], 3*s.idx+uint32(d))
+		binary.NativeEndian.PutUint32(v[8:], 3*s.idx.Load()+uint32(d))
 		return r.route.Put(key, v)
 	}
 	s.routed = true
@@ -110,10 +112,10 @@ func (r *Relay) DropInjector(in *Injector) error {
 // UseInjector sends the injector's bytes to the session's server until Remove.
 func (s *Session) UseInjector(in *Injector) error {
 	r := s.r
-	r.write(s.idx, Inject, offFlags, FlagLost) // not a client: no Terminate to find
+	r.write(s.idx.Load(), Inject, offFlags, FlagLost) // not a client: no Terminate to find
 	v := make([]byte, 16)
 	binary.NativeEndian.PutUint64(v, s.cs)
-	binary.NativeEndian.PutUint32(v[8:], 3*s.idx+uint32(Inject))
+	binary.NativeEndian.PutUint32(v[8:], 3*s.idx.Load()+uint32(Inject))
 	if err := r.route.Put(in.cookie, v); err != nil {
 		return fmt.Errorf("route injector: %w", err)
 	}
@@ -123,7 +125,7 @@ func (s *Session) UseInjector(in *Injector) error {
 
 // Slot reads direction d's slot.
 func (s *Session) Slot(d Dir) Slot {
-	r, i := s.r, s.idx
+	r, i := s.r, s.idx.Load()
 	return Slot{Bytes: r.read(i, d, offBytes), Passed: r.read(i, d, offPassed), Ack: r.read(i, d, offAck),
 		Limit: r.read(i, d, offLimit), Hold: r.read(i, d, offHold), Flags: r.read(i, d, offFlags),
 		Boundary: r.read(i, d, offRem) == 0 && r.read(i, d, offHdrN) == 0, Unsynced: r.read(i, d, offUnsync) != 0}
@@ -136,16 +138,16 @@ func (s *Session) Hold(d Dir, on bool) {
 	if on {
 		v = 1
 	}
-	s.r.write(s.idx, d, offHold, v)
+	s.r.write(s.idx.Load(), d, offHold, v)
 }
 
 // Ack tells direction d's program that the proxy has forwarded n handed-over bytes
 // in all.
-func (s *Session) Ack(d Dir, n uint64) { s.r.write(s.idx, d, offAck, n) }
+func (s *Session) Ack(d Dir, n uint64) { s.r.write(s.idx.Load(), d, offAck, n) }
 
 // Limit lets direction d redirect while its redirected bytes stay at or below n;
 // past it, messages are handed to the proxy and FlagOverLimit is set. 0: no limit.
-func (s *Session) Limit(d Dir, n uint64) { s.r.write(s.idx, d, offLimit, n) }
+func (s *Session) Limit(d Dir, n uint64) { s.r.write(s.idx.Load(), d, offLimit, n) }
 
 // Remove takes both sockets out of the maps, unroutes the session's injector and
 // frees the slot. Bytes still queued
@@ -175,11 +177,10 @@ func (s *Session) Remove() error {
 		r.route.Delete(s.peer)
 		s.routed = false
 	}
-	if s.idx != noSlot {
+	if i := s.idx.Swap(noSlot); i != noSlot {
 		r.mu.Lock()
-		r.free = append(r.free, s.idx)
+		r.free = append(r.free, i)
 		r.mu.Unlock()
-		s.idx = noSlot
 	}
 	return errors.Join(errs...)
 }

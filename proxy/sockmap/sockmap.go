@@ -150,12 +150,18 @@ type Slot struct {
 func (r *Relay) slotOff(idx uint32, d Dir) int64 { return int64(3*idx+uint32(d)) * slotSize }
 
 func (r *Relay) read(idx uint32, d Dir, off int64) uint64 {
+	if idx == noSlot {
+		return 0
+	}
 	var b [8]byte
 	r.mem.ReadAt(b[:], r.slotOff(idx, d)+off)
 	return binary.NativeEndian.Uint64(b[:])
 }
 
 func (r *Relay) write(idx uint32, d Dir, off int64, v uint64) {
+	if idx == noSlot {
+		return
+	}
 	var b [8]byte
 	binary.NativeEndian.PutUint64(b[:], v)
 	r.mem.WriteAt(b[:], r.slotOff(idx, d)+off)
