@@ -48,6 +48,8 @@ const (
 	evHeld    // a direction hands bytes to the proxy: forward them
 	evStalled // the client has not read for the write timeout
 	evStop    // the proxy shuts down
+	evBase    // the client socket's base reference count is known
+	evBroken  // a forward failed mid-stream: end as if the server closed
 )
 
 // errKernelRelayStopped: the relay is shutting down and takes no sessions.
@@ -98,13 +100,17 @@ func (k *kernelRelay) register(ks *ksession) bool {
 	return true
 }
 
-func (k *kernelRelay) unregister(ks *ksession) {
+// detach takes a finishing session out of the loop's tables (the relay still
+// waits for it: wg).
+func (k *kernelRelay) detach(ks *ksession) {
 	k.mu.Lock()
-	delete(k.byFD, int32(ks.cfd))
-	delete(k.byFD, int32(ks.sfd))
+	for _, fd := range []int32{int32(ks.cfd), int32(ks.sfd)} {
+		if k.byFD[fd] == ks {
+			delete(k.byFD, fd)
+		}
+	}
 	delete(k.sessions, ks)
 	k.mu.Unlock()
-	k.wg.Done()
 }
 
 // arm (re)registers fd for one event of interest (EPOLLONESHOT: the session's
@@ -233,25 +239,46 @@ func (k *kernelRelay) sweep(now time.Time) {
 		all = append(all, ks)
 	}
 	k.mu.Unlock()
-	// Sessions whose redirects toward the server near their limit need their
-	// client socket's reference count (one read of /proc/net/tcp for all).
-	var near []*ksession
-	var fds []int
-	for _, ks := range all {
-		ks.crefNow = 0
-		if ks.sm.Slot(sockmap.ToServer).Bytes-ks.mark > k.backlog/2 {
-			near, fds = append(near, ks), append(fds, ks.cfd)
-		}
-	}
-	if len(near) > 0 {
-		if refs, err := socketRefs(fds...); err == nil {
-			for i, ks := range near {
-				ks.crefNow = refs[i]
-			}
-		}
-	}
+	k.sweepRefs(all)
 	for _, ks := range all {
 		ks.sweep(now, k.backlog)
+	}
+}
+
+// sweepRefs reads, in one pass over /proc/net/tcp, the client sockets' reference
+// counts that sessions need: the base of a session spliced since the last tick
+// (its client is still held, so nothing of it is queued), and the count of a
+// session whose redirects toward the server near their limit, whose limit
+// advances when nothing of it is queued any more.
+func (k *kernelRelay) sweepRefs(all []*ksession) {
+	var need []*ksession
+	var inodes, bytes []uint64
+	for _, ks := range all {
+		b := ks.sm.Slot(sockmap.ToServer).Bytes
+		if ks.cbase.Load() == 0 || b-ks.mark > k.backlog/2 {
+			need, inodes, bytes = append(need, ks), append(inodes, ks.cino), append(bytes, b)
+		}
+	}
+	if len(need) == 0 {
+		return
+	}
+	refs, err := socketRefs(inodes...)
+	if err != nil {
+		return // a session ended meanwhile: the next tick asks again
+	}
+	for i, ks := range need {
+		if ks.cbase.Load() == 0 {
+			if bytes[i] == 0 && ks.sm.Slot(sockmap.ToServer).Bytes == 0 {
+				ks.cbase.Store(int64(refs[i]))
+				ks.notify(evBase)
+			}
+			continue
+		}
+		if refs[i]-int(ks.cbase.Load()) <= timerRefs {
+			// What was redirected before the count was read has been sent on.
+			ks.mark = bytes[i]
+			ks.sm.Limit(sockmap.ToServer, ks.mark+k.backlog)
+		}
 	}
 }
 
@@ -264,7 +291,10 @@ type ksession struct {
 	sndbuf       int           // the server socket's send buffer
 	inj          *injector     // nil until needed
 	injected     uint64        // bytes written to the injector
-	cref, iref   int           // reference counts of the client's socket and the injector's with nothing queued
+	cino         uint64        // the client socket's inode
+	cbase        atomic.Int64  // its reference count with nothing queued (see sweepRefs); 0: not read yet
+	released     bool          // the client's direction redirects (once cbase is known)
+	baseKnown    bool          // base[ToServer] is set (forwardInitial)
 	clientHeld   bool          // the client's bytes go through the proxy for the rest of the session
 	r0           uint64        // client bytes read before the splice (readPosition)
 	consumed     [2]uint64     // bytes the proxy read from each direction's source
@@ -280,7 +310,6 @@ type ksession struct {
 	lastAcked    uint64
 	progressAt   time.Time
 	mark         uint64 // redirected-to-server bytes known sent on to the server
-	crefNow      int    // the client socket's reference count at this sweep; 0: not read
 }
 
 func (ks *ksession) notify(ev uint32) {
@@ -332,14 +361,5 @@ func (ks *ksession) sweep(now time.Time, backlog uint64) {
 		}
 	} else {
 		ks.progressAt = now
-	}
-	if ts.Bytes-ks.mark > backlog/2 && ks.crefNow > 0 {
-		// The client's packets still queued for the server are the references
-		// they hold on its socket: at most a pending timer's, and what was
-		// redirected so far has been sent on.
-		if ks.crefNow-ks.cref <= timerRefs {
-			ks.mark = ts.Bytes
-		}
-		ks.sm.Limit(sockmap.ToServer, ks.mark+backlog)
 	}
 }

@@ -80,6 +80,7 @@ func (k *kernelRelay) forwardInitial(ks *ksession, d sockmap.Dir) error {
 		}
 		if quiet && passed <= ks.consumed[d] {
 			ks.base[d] = ks.consumed[d] - passed
+			ks.baseKnown = ks.baseKnown || d == sockmap.ToServer
 			ks.sm.Ack(d, passed)
 			return nil
 		}
@@ -118,7 +119,7 @@ func (k *kernelRelay) readSource(ks *ksession, d sockmap.Dir, limit int) (int, e
 		}
 		ks.consumed[d] += uint64(n)
 		if err := k.send(ks, d, out); err != nil {
-			return read, err
+			return read, fmt.Errorf("%w: %w", errForward, err)
 		}
 	}
 	return read, nil
@@ -132,6 +133,14 @@ func (k *kernelRelay) readSource(ks *ksession, d sockmap.Dir, limit int) (int, e
 func (ks *ksession) beforeTerminate(b []byte) []byte {
 	st := ks.sm.Slot(sockmap.ToServer)
 	if st.Flags&sockmap.FlagTerminate == 0 {
+		return b
+	}
+	if !ks.baseKnown {
+		// Within the splice the bytes read mix ones the program never saw with
+		// handed ones: the Terminate, last of all, ends what is read.
+		if t := len(b) - 5; t >= 0 && string(b[t:]) == "X\x00\x00\x00\x04" {
+			return b[:t]
+		}
 		return b
 	}
 	at := ks.base[sockmap.ToServer] + st.Passed - 5

@@ -19,6 +19,8 @@ const maxIdleInjectors = 64
 type injector struct {
 	w, r int
 	sm   *sockmap.Injector
+	ino  uint64 // r's inode
+	base int    // r's reference count with nothing queued
 }
 
 // takeInjector returns an idle injector, or connects a new one.
@@ -47,6 +49,16 @@ func (k *kernelRelay) takeInjector() (*injector, error) {
 	}
 	if err == nil {
 		in.sm, err = k.sm.NewInjector(in.r)
+	}
+	if err == nil {
+		in.ino, err = socketInode(in.r)
+	}
+	if err == nil {
+		// Nothing was written to it yet: nothing of it is queued.
+		var refs []int
+		if refs, err = socketRefs(in.ino); err == nil {
+			in.base = refs[0]
+		}
 	}
 	if err != nil {
 		in.close()

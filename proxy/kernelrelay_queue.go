@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/proxy/sockmap"
-	"golang.org/x/sys/unix"
 )
 
 // The queue toward the server. The client's packets redirected to the server, and
@@ -31,13 +30,21 @@ func (ks *ksession) queuedEver() bool {
 }
 
 // serverQueue returns the packets still waiting in the kernel for the server,
-// give or take the references of pending TCP timers.
+// give or take the references of pending TCP timers. A client not yet released
+// has had nothing redirected.
 func (ks *ksession) serverQueue() (int, error) {
-	fds, base := []int{ks.cfd}, []int{ks.cref}
-	if ks.inj != nil {
-		fds, base = append(fds, ks.inj.r), append(base, ks.iref)
+	var inodes []uint64
+	var base []int
+	if b := ks.cbase.Load(); b != 0 {
+		inodes, base = append(inodes, ks.cino), append(base, int(b))
 	}
-	refs, err := socketRefs(fds...)
+	if ks.inj != nil {
+		inodes, base = append(inodes, ks.inj.ino), append(base, ks.inj.base)
+	}
+	if len(inodes) == 0 {
+		return 0, nil
+	}
+	refs, err := socketRefs(inodes...)
 	if err != nil {
 		return 0, err
 	}
@@ -51,6 +58,9 @@ func (ks *ksession) serverQueue() (int, error) {
 // queueCap is the queue length, in packets, past which the proxy stops taking
 // client bytes in: a direction's byte backlog in full-sized packets.
 func (k *kernelRelay) queueCap() int { return max(8, int(k.backlog>>16)) }
+
+// quietTime is how long a small count must stay still to be taken as timers'.
+const quietTime = 50 * time.Millisecond
 
 // heldRounds bounds the rounds relayClientHeld forwards before it lets the
 // session's loop look at its events.
@@ -67,7 +77,7 @@ func (k *kernelRelay) relayClientHeld(ks *ksession, stats *RelayStats) bool {
 		stats.paused()
 	}
 	for range heldRounds {
-		short := waitFor(time.Now().Add(pauseTimeout), 5*time.Millisecond, func() bool {
+		short := waitFor(time.Now().Add(pauseTimeout), k.tick, func() bool {
 			q, err := ks.serverQueue()
 			return err != nil || q <= k.queueCap()/2
 		})
@@ -79,7 +89,8 @@ func (k *kernelRelay) relayClientHeld(ks *ksession, stats *RelayStats) bool {
 			err = k.settle(ks)
 		}
 		if err != nil {
-			return true // the side that failed hangs up; the loop reports it
+			ks.forwardFailed(err)
+			return true
 		}
 		ks.sm.Ack(sockmap.ToServer, ks.consumed[sockmap.ToServer]-ks.base[sockmap.ToServer])
 		if n < int(k.backlog/2) {
@@ -90,20 +101,20 @@ func (k *kernelRelay) relayClientHeld(ks *ksession, stats *RelayStats) bool {
 }
 
 // serverDrained waits until the queue toward the server is empty, or the
-// deadline. Pending TCP timers can hold a reference or two for up to a
-// retransmission timeout after the queue emptied: a count that stays within
-// them while the server's socket has room and nothing moves is taken as empty.
+// deadline; false: bytes may still be queued (Remove would drop them). A count
+// that stays within what pending TCP timers hold for quietTime is taken as
+// empty: a queued packet would have moved it. A client socket gone from
+// /proc/net/tcp (reset by its peer) cannot be counted; its client has left.
 func (k *kernelRelay) serverDrained(ks *ksession, deadline time.Time) bool {
-	last, since := ks.sm.Slot(sockmap.ToServer).Bytes, time.Now()
-	return waitFor(deadline, time.Millisecond, func() bool {
+	last, since := -1, time.Now()
+	return waitFor(deadline, 5*time.Millisecond, func() bool {
 		q, err := ks.serverQueue()
 		if err != nil || q == 0 {
 			return true
 		}
-		if b := ks.sm.Slot(sockmap.ToServer).Bytes; b != last {
-			last, since = b, time.Now()
+		if q != last {
+			last, since = q, time.Now()
 		}
-		outq, err := unix.IoctlGetInt(ks.sfd, unix.SIOCOUTQ)
-		return err != nil || q <= timerRefs && outq < ks.sndbuf/2 && time.Since(since) >= settleTime
+		return q <= timerRefs && time.Since(since) >= quietTime
 	})
 }

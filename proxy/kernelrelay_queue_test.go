@@ -13,18 +13,8 @@ func TestKernelRelayServerQueue(t *testing.T) {
 	k := newTestKernelRelay(t, 64<<20)
 	p := newKernelPair(t)
 	run := startRelay(t, k, p)
-	var ks *ksession
-	waitFor(time.Now().Add(5*time.Second), time.Millisecond, func() bool {
-		k.mu.Lock()
-		defer k.mu.Unlock()
-		for s := range k.sessions {
-			ks = s
-		}
-		return ks != nil && ks.sm.Slot(0).Hold == 0
-	})
-	if ks == nil {
-		t.Fatal("no session spliced")
-	}
+	ks := splicedSession(t, k)
+	waitFor(time.Now().Add(5*time.Second), time.Millisecond, func() bool { return ks.sm.Slot(0).Hold == 0 })
 	if q, err := ks.serverQueue(); err != nil || q > timerRefs {
 		t.Fatalf("queue %d (%v) before any byte moved", q, err)
 	}
@@ -50,4 +40,45 @@ func TestKernelRelayServerQueue(t *testing.T) {
 	}
 	p.client.Close()
 	run.wait(t)
+}
+
+// A client whose packets came to the proxy until its direction was released is
+// still watched for its hang-up afterwards.
+func TestKernelRelayHangUpAfterRelease(t *testing.T) {
+	k := newTestKernelRelay(t, 4<<20)
+	p := newKernelPair(t)
+	run := startRelay(t, k, p)
+	q := pgMsg('Q', "select 1\x00")
+	p.client.Write(q) // before the release: forwarded by the proxy
+	readExactly(t, p.server, len(q))
+	ks := splicedSession(t, k)
+	if !waitFor(time.Now().Add(5*time.Second), time.Millisecond, func() bool {
+		return ks.sm.Slot(0).Hold == 0
+	}) {
+		t.Fatal("the client's direction was not released")
+	}
+	p.client.Write(q) // after: redirected
+	readExactly(t, p.server, len(q))
+	p.client.Close()
+	if res := run.wait(t); res.End != EndClientClosed {
+		t.Fatalf("end %v, want the client closed", res.End)
+	}
+}
+
+// splicedSession returns the relay's one session.
+func splicedSession(t *testing.T, k *kernelRelay) *ksession {
+	t.Helper()
+	var ks *ksession
+	waitFor(time.Now().Add(5*time.Second), time.Millisecond, func() bool {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		for s := range k.sessions {
+			ks = s
+		}
+		return ks != nil
+	})
+	if ks == nil {
+		t.Fatal("no session spliced")
+	}
+	return ks
 }

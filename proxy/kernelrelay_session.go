@@ -45,16 +45,10 @@ func (k *kernelRelay) relay(client *net.TCPConn, backend *net.UnixConn, writeTim
 		ks.r0, err = readPosition(cfd)
 	}
 	if err == nil {
-		ks.sm, err = k.sm.Add(cfd, sfd)
+		ks.cino, err = socketInode(cfd)
 	}
 	if err == nil {
-		// Both directions are held: nothing is queued for the server yet.
-		var refs []int
-		if refs, err = socketRefs(cfd); err == nil {
-			ks.cref = refs[0]
-		} else {
-			ks.sm.Remove()
-		}
+		ks.sm, err = k.sm.Add(cfd, sfd)
 	}
 	if err == nil && !k.register(ks) {
 		ks.sm.Remove()
@@ -79,7 +73,7 @@ func (k *kernelRelay) relay(client *net.TCPConn, backend *net.UnixConn, writeTim
 	end := k.carry(ks, stats)
 	stats.stop(RelayKernel)
 	res := k.finish(ks, end, log)
-	k.unregister(ks)
+	k.wg.Done()
 	return res, nil
 }
 
@@ -102,8 +96,9 @@ func (k *kernelRelay) carry(ks *ksession, stats *RelayStats) RelayEnd {
 	}
 	// From here on a direction redirects once the proxy has forwarded everything
 	// it was handed (the program compares Passed with Ack): bytes handed over
-	// between the checks above and these lines are forwarded by forwardHeld.
-	ks.sm.Hold(sockmap.ToServer, false)
+	// between the checks above and these lines are forwarded by forwardHeld. The
+	// client's direction stays held until the loop has read its socket's base
+	// reference count (see release).
 	ks.sm.Hold(sockmap.ToClient, false)
 	for _, d := range []sockmap.Dir{sockmap.ToClient, sockmap.ToServer} {
 		if st := ks.sm.Slot(d); st.Passed != st.Ack {
@@ -115,7 +110,7 @@ func (k *kernelRelay) carry(ks *ksession, stats *RelayStats) RelayEnd {
 			}
 		}
 	}
-	k.arm(ks.cfd, 0)
+	k.arm(ks.cfd, unix.EPOLLIN)
 	for range ks.ev {
 		ev := ks.pending.Swap(0)
 		ts := ks.sm.Slot(sockmap.ToServer)
@@ -126,19 +121,26 @@ func (k *kernelRelay) carry(ks *ksession, stats *RelayStats) RelayEnd {
 			return EndStalled
 		case ts.Flags&sockmap.FlagTerminate != 0:
 			return EndTerminate
-		case ev&evServerHup != 0:
+		case ev&(evServerHup|evBroken) != 0:
 			return EndServerClosed
 		case ev&evClientHup != 0:
 			return EndClientClosed
+		}
+		if !ks.released && !ks.clientHeld && ks.cbase.Load() != 0 {
+			ks.sm.Hold(sockmap.ToServer, false)
+			ks.released = true
 		}
 		for _, d := range []sockmap.Dir{sockmap.ToServer, sockmap.ToClient} {
 			if st := ks.sm.Slot(d); st.Passed != st.Ack && st.Flags&sockmap.FlagTerminate == 0 {
 				k.unpause(ks, d, stats)
 			}
 		}
-		if ks.clientHeld {
-			// Every client packet now comes to the proxy: wake on the next.
+		// The client's socket is watched once (EPOLLONESHOT): again for its
+		// hang-up, and for its next packet while every packet comes to the proxy.
+		if !ks.released || ks.clientHeld {
 			k.arm(ks.cfd, unix.EPOLLIN)
+		} else {
+			k.arm(ks.cfd, 0)
 		}
 	}
 	return EndShutdown
@@ -170,11 +172,26 @@ func (k *kernelRelay) unpause(ks *ksession, d sockmap.Dir, stats *RelayStats) bo
 	if d == sockmap.ToClient && !k.drained(ks, time.Now().Add(pauseTimeout)) {
 		return false
 	}
-	stats.paused()
+	if ks.released || d == sockmap.ToClient {
+		stats.paused()
+	}
 	if err := k.forwardHeld(ks, d); err != nil {
-		return true // the side that failed hangs up; the loop reports it
+		ks.forwardFailed(err)
 	}
 	return true
+}
+
+// errForward: bytes read from one side could not be written to the other.
+var errForward = errors.New("forward")
+
+// forwardFailed ends the session after a forward failed. A failed read is its
+// side hanging up, which the loop sees; a failed write leaves a hole in the
+// stream, so the session ends as if the server had closed, and its server
+// connection is closed, never reused.
+func (ks *ksession) forwardFailed(err error) {
+	if errors.Is(err, errForward) {
+		ks.notify(evBroken)
+	}
 }
 
 // drained waits until what was redirected to the client has reached its socket,
@@ -263,15 +280,11 @@ func (k *kernelRelay) injector(ks *ksession) error {
 	if err != nil {
 		return err
 	}
-	refs, err := socketRefs(in.r)
-	if err == nil {
-		err = ks.sm.UseInjector(in.sm)
-	}
-	if err != nil {
+	if err := ks.sm.UseInjector(in.sm); err != nil {
 		k.dropInjector(in)
 		return err
 	}
-	ks.inj, ks.iref = in, refs[0]
+	ks.inj = in
 	return nil
 }
 
@@ -304,6 +317,9 @@ func writeAll(fd int, b []byte, timeout time.Duration) error {
 // queues, and closes the client's socket. The server's is handed back open when
 // the session ended with it usable.
 func (k *kernelRelay) finish(ks *ksession, end RelayEnd, log *zap.Logger) RelayResult {
+	// Out of the loop's tables first: once a descriptor below closes, its number
+	// may go to a new session.
+	k.detach(ks)
 	// Out of the epoll set before any of its descriptors closes: the server socket
 	// lives on in the caller's hands under another descriptor.
 	unix.EpollCtl(k.epfd, unix.EPOLL_CTL_DEL, ks.cfd, nil)
@@ -322,10 +338,10 @@ func (k *kernelRelay) finish(ks *ksession, end RelayEnd, log *zap.Logger) RelayR
 		if end == EndTerminate {
 			res.Idle = k.probeIdle(ks)
 		}
-		if !res.Idle {
+		if !res.Idle && !k.serverDrained(ks, time.Now().Add(serverDrain)) {
 			// An answered probe went behind everything queued for the server, so
-			// the queue is empty; otherwise wait for it to drain.
-			k.serverDrained(ks, time.Now().Add(serverDrain))
+			// the queue is empty; otherwise it had to drain.
+			log.Debug("kernel relay: the client's last bytes may not have reached the server")
 		}
 	case EndServerClosed:
 		// The server's last words (an error saying why) reach the client.

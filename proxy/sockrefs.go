@@ -23,18 +23,25 @@ import (
 // counted in its base.
 const timerRefs = 2
 
-// socketRefs returns the kernel reference counts of the TCP sockets fds, in the
-// same order, read from /proc/self/net/tcp and tcp6 in one pass.
-func socketRefs(fds ...int) ([]int, error) {
-	want := make(map[string]int, len(fds))
-	for i, fd := range fds {
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			return nil, fmt.Errorf("socket inode: %w", err)
-		}
-		want[strconv.FormatUint(st.Ino, 10)] = i
+// socketInode returns the inode of socket fd, the key /proc/net/tcp lists it by.
+func socketInode(fd int) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, fmt.Errorf("socket inode: %w", err)
 	}
-	refs := make([]int, len(fds))
+	return st.Ino, nil
+}
+
+// socketRefs returns the kernel reference counts of the TCP sockets with the
+// given inodes, in the same order, read from /proc/self/net/tcp and tcp6 in one
+// pass. The pass costs about a microsecond per TCP socket of the namespace, so
+// callers batch it.
+func socketRefs(inodes ...uint64) ([]int, error) {
+	want := make(map[string]int, len(inodes))
+	for i, ino := range inodes {
+		want[strconv.FormatUint(ino, 10)] = i
+	}
+	refs := make([]int, len(inodes))
 	found := 0
 	for _, path := range []string{"/proc/self/net/tcp6", "/proc/self/net/tcp"} {
 		n, err := scanRefs(path, want, refs)
