@@ -86,6 +86,7 @@ func TestAuthAtTheProxy(t *testing.T) {
 		}
 	})
 	t.Run("FailedLoginDoesNotWake", func(t *testing.T) {
+		waitNoSessions(t, s, "a1")
 		s.mustCLI("branch", "stop", "a1")
 		tryConnect(s.dsnAs("app@a1", "alice", "wrong", "sslmode=disable"))
 		if st := s.branches()["a1"].State; st != "stopped" {
