@@ -27,6 +27,7 @@ type kernelRelay struct {
 	sm      *sockmap.Relay
 	backlog uint64        // bytes the client may have redirected beyond what the server took
 	tick    time.Duration // how often the loop looks at the slots
+	basesAt time.Time     // when sweepRefs last read sessions' bases (loop only)
 	epfd    int
 	wake    int
 	injLn   *net.TCPListener // injector connections (see sockmap.Injector)
@@ -40,6 +41,10 @@ type kernelRelay struct {
 	wg       sync.WaitGroup // sessions
 	done     chan struct{}
 }
+
+// baseDelay is the age from which a session's client direction is released
+// into the kernel, and the least time between two reads of new sessions' bases.
+const baseDelay = 100 * time.Millisecond
 
 // Events the loop hands to a session's goroutine.
 const (
@@ -239,7 +244,7 @@ func (k *kernelRelay) sweep(now time.Time) {
 		all = append(all, ks)
 	}
 	k.mu.Unlock()
-	k.sweepRefs(all)
+	k.sweepRefs(now, all)
 	for _, ks := range all {
 		ks.sweep(now, k.backlog)
 	}
@@ -250,17 +255,27 @@ func (k *kernelRelay) sweep(now time.Time) {
 // (its client is still held, so nothing of it is queued), and the count of a
 // session whose redirects toward the server near their limit, whose limit
 // advances when nothing of it is queued any more.
-func (k *kernelRelay) sweepRefs(all []*ksession) {
+//
+// The pass lists every TCP socket of the namespace, closed ones in TIME_WAIT
+// included (thousands under a connect-per-query load), so bases are read only
+// for sessions older than baseDelay, and at most once per baseDelay: a short
+// session ends with its client direction carried by the proxy, never reading one.
+func (k *kernelRelay) sweepRefs(now time.Time, all []*ksession) {
 	var need []*ksession
 	var inodes, bytes []uint64
+	bases := now.Sub(k.basesAt) >= baseDelay
 	for _, ks := range all {
 		b := ks.sm.Slot(sockmap.ToServer).Bytes
-		if ks.cbase.Load() == 0 || b-ks.mark > k.backlog/2 {
+		needBase := ks.cbase.Load() == 0 && bases && now.Sub(ks.start) >= baseDelay
+		if needBase || ks.cbase.Load() != 0 && b-ks.mark > k.backlog/2 {
 			need, inodes, bytes = append(need, ks), append(inodes, ks.cino), append(bytes, b)
 		}
 	}
 	if len(need) == 0 {
 		return
+	}
+	if bases {
+		k.basesAt = now
 	}
 	refs, err := socketRefs(inodes...)
 	if err != nil {
@@ -291,6 +306,7 @@ type ksession struct {
 	sndbuf       int           // the server socket's send buffer
 	inj          *injector     // nil until needed
 	injected     uint64        // bytes written to the injector
+	start        time.Time     // when the session was spliced
 	cino         uint64        // the client socket's inode
 	cbase        atomic.Int64  // its reference count with nothing queued (see sweepRefs); 0: not read yet
 	released     bool          // the client's direction redirects (once cbase is known)

@@ -36,8 +36,9 @@ func (k *kernelRelay) relay(client *net.TCPConn, backend *net.UnixConn, writeTim
 		unix.Close(cfd)
 		return RelayResult{}, err
 	}
+	now := time.Now()
 	ks := &ksession{cfd: cfd, sfd: sfd, writeTimeout: writeTimeout, ev: make(chan struct{}, 1),
-		progressAt: time.Now(), left: left}
+		progressAt: now, start: now, left: left}
 	if ks.sndbuf, err = unix.GetsockoptInt(sfd, unix.SOL_SOCKET, unix.SO_SNDBUF); err == nil {
 		ks.w0, _, err = written(cfd)
 	}

@@ -263,7 +263,10 @@ func TestKernelRelayFlood(t *testing.T) {
 	const total = 64 << 20
 	msg := pgMsg('d', string(bytes.Repeat([]byte("f"), 64<<10-5)))
 	var sent atomic.Int64
-	time.Sleep(100 * time.Millisecond) // spliced by now
+	ks := splicedSession(t, k)
+	if !waitFor(time.Now().Add(5*time.Second), time.Millisecond, func() bool { return ks.sm.Slot(0).Hold == 0 }) {
+		t.Fatal("the client's direction was not released")
+	}
 	go func() {
 		for sent.Load() < total {
 			if _, err := p.client.Write(msg); err != nil {
