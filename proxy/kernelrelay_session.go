@@ -80,8 +80,6 @@ func (k *kernelRelay) relay(client *net.TCPConn, backend *net.UnixConn, writeTim
 
 // carry runs the session until it ends.
 func (k *kernelRelay) carry(ks *ksession, stats *RelayStats) RelayEnd {
-	// What the client sent before the splice, and anything it sends until that is
-	// forwarded, is handed to the proxy (the client direction starts held).
 	unix.EpollCtl(k.epfd, unix.EPOLL_CTL_ADD, ks.sfd, &unix.EpollEvent{Events: unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: int32(ks.sfd)})
 	// Both directions start held: what either side sent before the splice, and
 	// anything it sends until that is forwarded, is handed to the proxy, which
@@ -99,7 +97,7 @@ func (k *kernelRelay) carry(ks *ksession, stats *RelayStats) RelayEnd {
 	// it was handed (the program compares Passed with Ack): bytes handed over
 	// between the checks above and these lines are forwarded by forwardHeld. The
 	// client's direction stays held until the loop has read its socket's base
-	// reference count (see release).
+	// reference count (sweepRefs); the loop below then releases it.
 	ks.sm.Hold(sockmap.ToClient, false)
 	for _, d := range []sockmap.Dir{sockmap.ToClient, sockmap.ToServer} {
 		if st := ks.sm.Slot(d); st.Passed != st.Ack {
