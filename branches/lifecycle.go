@@ -99,7 +99,9 @@ func (m *Manager) save(ctx context.Context, b *branch, reason string, mutate fun
 		rec.StateAt = m.now()
 	}
 	if err := m.cat.UpdateBranch(context.WithoutCancel(ctx), rec, reason); err != nil {
-		if errors.Is(err, ErrFenced) && !errors.Is(err, ErrNodeLost) {
+		// The row is not this node's any more, either alone or because the
+		// node's registration is gone (ErrNodeLost is also ErrFenced).
+		if errors.Is(err, ErrFenced) {
 			m.fencedOut(ctx, b, err)
 		}
 		return fmt.Errorf("record branch %q: %w", rec.Name, err)

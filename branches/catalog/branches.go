@@ -86,6 +86,9 @@ func (c *Catalog) InsertBranch(ctx context.Context, b Branch, reason string) (_ 
 	node, epoch := c.owner()
 	var id int64
 	err = c.tx(ctx, func(tx sqlTx) error {
+		if err := c.holdNode(ctx, tx, true); err != nil {
+			return err
+		}
 		err := tx.queryRow(ctx, `INSERT INTO branches (source, name, seed_id, parent, layers, state, cow_mode, pid,
 			ttl_ns, ephemeral, quota, roles, owned_bytes, create_ms, error, created_at, last_used_at, state_at, databases, pooled,
 			node_id, node_epoch)
@@ -119,6 +122,9 @@ func (c *Catalog) UpdateBranch(ctx context.Context, b Branch, reason string) (er
 		// The row stays locked until commit, so the transition logged is from the
 		// state this update replaced (Postgres; SQLite has one writer), and the
 		// fence checked here holds for the update.
+		if err := c.holdNode(ctx, tx, false); err != nil {
+			return err
+		}
 		var from State
 		err := tx.queryRow(ctx, `SELECT state FROM branches WHERE id = ?`+cond+c.d.forUpdate(), append([]any{b.ID}, args...)...).Scan(&from)
 		if errors.Is(err, sql.ErrNoRows) && cond != "" {
@@ -151,6 +157,9 @@ func (c *Catalog) DeleteBranch(ctx context.Context, b Branch, reason string) (er
 		cond = ` AND (state = '` + string(Lost) + `' OR (1 = 1` + cond + `))`
 	}
 	return c.tx(ctx, func(tx sqlTx) error {
+		if err := c.holdNode(ctx, tx, false); err != nil {
+			return err
+		}
 		res, err := tx.exec(ctx, `DELETE FROM branches WHERE id = ?`+cond, append([]any{b.ID}, args...)...)
 		if err != nil {
 			return err
@@ -231,6 +240,9 @@ func (c *Catalog) Touch(ctx context.Context, lastUsed map[int64]time.Time) (err 
 		return err
 	}
 	return c.tx(ctx, func(tx sqlTx) error {
+		if err := c.holdNode(ctx, tx, false); err != nil {
+			return err
+		}
 		for id, t := range lastUsed {
 			if _, err := tx.exec(ctx, `UPDATE branches SET last_used_at = ? WHERE id = ?`+cond, append([]any{unixNano(t), id}, args...)...); err != nil {
 				return err

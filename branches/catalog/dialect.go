@@ -19,6 +19,9 @@ type dialect interface {
 	types() *strings.Replacer
 	// forUpdate is appended to a SELECT whose row the transaction then updates.
 	forUpdate() string
+	// forShare is appended to a SELECT of a row that must not change (nor be
+	// locked for update) until the transaction ends.
+	forShare() string
 	// isUnique reports whether err is a unique or primary key violation.
 	isUnique(err error) bool
 	// unavailable reports whether err says the database could not be reached.

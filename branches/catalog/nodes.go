@@ -251,3 +251,34 @@ func (c *Catalog) fenced(ctx context.Context, tx sqlTx, id int64, name string) e
 	}
 	return fmt.Errorf("branch %q belongs to node %s at epoch %d: %w", name, node.String, epoch.Int64, ErrFenced)
 }
+
+// holdNode checks, inside tx, that this process's registration is still the
+// node's: the node row carries its id and epoch and is not dead, and (forNew: a
+// write that gives the node a branch) is active. On Postgres the row is read FOR
+// SHARE, so the check holds until tx ends: a registration elsewhere or the
+// janitor's bury (both update the row) waits for tx, and tx for them. On SQLite
+// the transaction is the only writer. A registration that is gone fails with
+// ErrNodeLost, and every later fenced write fails so without asking; a node that
+// is not active takes no new branch (ErrFenced). Nothing to check when the
+// process has not registered.
+func (c *Catalog) holdNode(ctx context.Context, tx sqlTx, forNew bool) error {
+	me := c.node.Load()
+	if me == nil {
+		return nil
+	}
+	if c.lost.Load() {
+		return fmt.Errorf("%w (node %s, epoch %d)", errNodeLost, me.id, me.epoch)
+	}
+	var state NodeState
+	err := tx.queryRow(ctx, `SELECT state FROM nodes WHERE id = ? AND epoch = ?`+c.d.forShare(), me.id, me.epoch).Scan(&state)
+	switch {
+	case errors.Is(err, sql.ErrNoRows) || err == nil && state == NodeDead:
+		c.lost.Store(true)
+		return fmt.Errorf("%w (node %s, epoch %d)", errNodeLost, me.id, me.epoch)
+	case err != nil:
+		return fmt.Errorf("read node %s: %w", me.id, err)
+	case forNew && state != NodeActive:
+		return fmt.Errorf("node %s is %s and takes no new branch: %w", me.id, state, ErrFenced)
+	}
+	return nil
+}

@@ -186,8 +186,9 @@ func TestFencedUpdate(t *testing.T) {
 		if err := stale.DeleteBranch(ctx, b, "stale"); !errors.Is(err, catalog.ErrFenced) {
 			t.Fatalf("DeleteBranch at a stale epoch = %v, want ErrFenced", err)
 		}
-		if err := stale.Touch(ctx, map[int64]time.Time{b.ID: at(9)}); err != nil {
-			t.Fatalf("Touch at a stale epoch: %v", err)
+		// The node row says the registration is gone: Touch fails as a whole.
+		if err := stale.Touch(ctx, map[int64]time.Time{b.ID: at(9)}); !errors.Is(err, catalog.ErrNodeLost) {
+			t.Fatalf("Touch at a stale epoch = %v, want ErrNodeLost", err)
 		}
 		gotRow, ok := branchByName(t, current, "x")
 		gotLog, _ := current.Transitions(ctx, "a", "x")

@@ -79,6 +79,9 @@ func (c *Catalog) claim(ctx context.Context, id int64, cl Claim, reason string) 
 	return c.txCommit(ctx, func(tx sqlTx) error {
 		// Two claims of one member: on Postgres the second waits for the row lock,
 		// then finds it no longer pooled (ErrNotFound); SQLite has one writer.
+		if err := c.holdNode(ctx, tx, true); err != nil {
+			return err
+		}
 		var b Branch
 		err := tx.queryRow(ctx, `SELECT source, name, state FROM branches WHERE id = ? AND pooled = ?`+cond+c.d.forUpdate(),
 			append([]any{id, true}, args...)...).Scan(&b.Source, &b.Name, &b.State)

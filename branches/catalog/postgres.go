@@ -50,6 +50,7 @@ func (postgresDialect) name() string             { return "postgres" }
 func (postgresDialect) rebind(q string) string   { return dollarPlaceholders(q) }
 func (postgresDialect) types() *strings.Replacer { return postgresTypes }
 func (postgresDialect) forUpdate() string        { return " FOR UPDATE" }
+func (postgresDialect) forShare() string         { return " FOR SHARE" }
 
 func (postgresDialect) snapshot() *sql.TxOptions {
 	return &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}

@@ -44,6 +44,7 @@ func (sqliteDialect) name() string             { return "sqlite" }
 func (sqliteDialect) rebind(q string) string   { return q }
 func (sqliteDialect) types() *strings.Replacer { return sqliteTypes }
 func (sqliteDialect) forUpdate() string        { return "" }
+func (sqliteDialect) forShare() string         { return "" }
 func (sqliteDialect) snapshot() *sql.TxOptions { return nil } // a read transaction sees one snapshot
 func (sqliteDialect) isUnique(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")

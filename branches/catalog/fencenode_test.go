@@ -1,0 +1,73 @@
+package catalog_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+)
+
+// TestFenceReadsNodeRow: a process whose registration was replaced (the node
+// registered again elsewhere) or buried by the janitor learns it from the node
+// row in the write's own transaction, before any heartbeat: it inserts no branch,
+// claims no pool member and updates nothing.
+func TestFenceReadsNodeRow(t *testing.T) {
+	eachBackend(t, func(t *testing.T, bk backend) {
+		ctx := context.Background()
+		c, dsn := bk.open(t)
+		if _, err := c.Register(ctx, "n1", "", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		mine := catalog.Branch{Source: "a", Name: "mine", State: catalog.Running}
+		var err error
+		if mine.ID, err = c.InsertBranch(ctx, mine, "create"); err != nil {
+			t.Fatal(err)
+		}
+		pooled := catalog.Branch{Source: "a", Name: "pool-1", State: catalog.Running, Pooled: true}
+		if pooled.ID, err = c.InsertBranch(ctx, pooled, "fill pool"); err != nil {
+			t.Fatal(err)
+		}
+		// The same node registers again in another process: epoch 2.
+		elsewhere := openAgain(t, dsn)
+		if _, err := elsewhere.Register(ctx, "n1", "", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.InsertBranch(ctx, catalog.Branch{Source: "a", Name: "late", State: catalog.Creating}, "create"); !errors.Is(err, catalog.ErrNodeLost) {
+			t.Fatalf("InsertBranch under a replaced epoch = %v, want ErrNodeLost", err)
+		}
+		if _, ok := branchByName(t, c, "late"); ok {
+			t.Fatal("a replaced registration inserted a branch")
+		}
+		if !c.NodeLost() {
+			t.Fatal("the fenced insert did not mark the node lost")
+		}
+		// A fresh handle of the old epoch (no cached verdict) is refused too.
+		stale := openAgain(t, dsn)
+		if _, err := stale.Register(ctx, "n2", "", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		catalog.TestSetAnswering(elsewhere, 2*time.Minute)
+		if _, err := stale.Register(ctx, "n2", "", -time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if s, err := elsewhere.Janitor(ctx, time.Minute); err != nil || len(s.Dead) != 1 || s.Dead[0] != "n2" {
+			t.Fatalf("Janitor = %+v, %v, want n2 dead", s, err)
+		}
+		if _, err := stale.InsertBranch(ctx, catalog.Branch{Source: "a", Name: "zombie", State: catalog.Creating}, "create"); !errors.Is(err, catalog.ErrNodeLost) {
+			t.Fatalf("InsertBranch by a buried node = %v, want ErrNodeLost", err)
+		}
+		if err := stale.ClaimBranch(ctx, pooled.ID, catalog.Claim{Name: "claimed", At: time.Now()}, "claim"); !errors.Is(err, catalog.ErrFenced) {
+			t.Fatalf("ClaimBranch by a buried node = %v, want ErrFenced", err)
+		}
+		if _, ok := branchByName(t, c, "zombie"); ok {
+			t.Fatal("a buried node inserted a branch")
+		}
+		// The live registration still writes.
+		mine.State = catalog.Stopped
+		if err := elsewhere.UpdateBranch(ctx, mine, "stop"); err != nil {
+			t.Fatalf("UpdateBranch by the live registration: %v", err)
+		}
+	})
+}
