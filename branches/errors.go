@@ -34,8 +34,9 @@ var (
 	// catalog.ErrNodeLost, and comes wrapped with ErrFenced.
 	ErrNodeLost = catalog.ErrNodeLost
 	// ErrLost: the branch was on a node the janitor declared dead; only destroying
-	// it is possible.
-	ErrLost = errors.New("branch was on a lost node")
+	// it is possible. It is catalog.ErrLost, and comes from the catalog wrapped
+	// with ErrFenced.
+	ErrLost = catalog.ErrLost
 )
 
 // Resource errors.

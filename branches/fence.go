@@ -2,7 +2,9 @@ package branches
 
 import (
 	"context"
+	"errors"
 
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/overlay"
 	"go.uber.org/zap"
 )
@@ -12,11 +14,16 @@ import (
 // since, or the branch was declared lost. Retrying would not help and must not
 // be tried; the local server, whose data the catalog no longer vouches for, is
 // stopped and unmounted (its sessions end), its files are kept, and the branch
-// refuses sessions until serve restarts. Only the goroutine running b's
-// operation calls it.
+// refuses sessions until serve restarts. A branch the catalog declared lost
+// (catalog.ErrLost) is recorded so instead: it refuses sessions with ErrLost and
+// can be destroyed. Only the goroutine running b's operation calls it.
 func (m *Manager) fencedOut(ctx context.Context, b *branch, cause error) {
 	m.mu.Lock()
-	b.fenced = true
+	if errors.Is(cause, ErrLost) {
+		b.rec.State = catalog.Lost
+	} else {
+		b.fenced = true
+	}
 	rec := b.rec
 	m.mu.Unlock()
 	m.log.Error("branch is no longer this node's; stopping its local server and serving it no more",

@@ -60,3 +60,41 @@ func TestLostBranchRefusesStop(t *testing.T) {
 		t.Fatalf("List = %+v, want b lost, with the reason", l)
 	}
 }
+
+// A write that finds the branch's row declared lost (the janitor buried this
+// node) fails with ErrLost, not ErrFenced, and leaves the branch lost: refused
+// with ErrLost, destroyable, not "fenced".
+func TestLostSave(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := newUnitManager(t, "")
+	if _, err := m.cat.Register(ctx, "n1", "", -time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	b := addStopped(t, m, "b", time.Now().UTC())
+	other, err := catalog.Open(filepath.Join(m.cfg.StateDir, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.Register(ctx, "n2", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := other.Janitor(ctx, time.Nanosecond); err != nil || s.Lost != 1 {
+		t.Fatalf("Janitor = %+v, %v, want b lost", s, err)
+	}
+	ttl := time.Hour
+	err = m.Set(ctx, "s", "b", Settings{TTL: &ttl})
+	if !errors.Is(err, ErrLost) || errors.Is(err, ErrFenced) {
+		t.Fatalf("Set on a lost branch = %v, want ErrLost alone", err)
+	}
+	m.mu.Lock()
+	fenced, state := b.fenced, b.rec.State
+	m.mu.Unlock()
+	if fenced || state != catalog.Lost {
+		t.Fatalf("after the write: fenced %v, state %s; want lost", fenced, state)
+	}
+	if l := m.List(); len(l) != 1 || l[0].State != "lost" {
+		t.Fatalf("List = %+v, want b lost", l)
+	}
+}

@@ -104,6 +104,11 @@ func (m *Manager) save(ctx context.Context, b *branch, reason string, mutate fun
 		if errors.Is(err, ErrFenced) {
 			m.fencedOut(ctx, b, err)
 		}
+		if errors.Is(err, ErrLost) {
+			// Only ErrLost, which fencedOut logged with its cause: the client
+			// must learn that the branch is lost, not that it was fenced.
+			return fmt.Errorf("record branch %q: %w", rec.Name, ErrLost)
+		}
 		return fmt.Errorf("record branch %q: %w", rec.Name, err)
 	}
 	m.mu.Lock()

@@ -123,7 +123,7 @@ func (c *Catalog) UpdateBranch(ctx context.Context, b Branch, reason string) (er
 		// state this update replaced (Postgres; SQLite has one writer), and the
 		// fence checked here holds for the update.
 		if err := c.holdNode(ctx, tx, false); err != nil {
-			return err
+			return c.lostToo(ctx, tx, b.ID, b.Name, err)
 		}
 		var from State
 		err := tx.queryRow(ctx, `SELECT state FROM branches WHERE id = ?`+cond+c.d.forUpdate(), append([]any{b.ID}, args...)...).Scan(&from)

@@ -31,4 +31,9 @@ var ErrFenced = errors.New("the branch is no longer this node's")
 // registers again.
 var ErrNodeLost = errors.New("this node lost its registration in the catalog")
 
+// ErrLost is returned (wrapped, with ErrFenced) by a fenced write to a branch row
+// the janitor declared lost: its node was declared dead, and the data is on that
+// node if anywhere. Any node may delete the row; none may change it.
+var ErrLost = errors.New("branch was on a lost node")
+
 var errNodeLost = fmt.Errorf("%w: %w", ErrNodeLost, ErrFenced)

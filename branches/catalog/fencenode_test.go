@@ -71,3 +71,43 @@ func TestFenceReadsNodeRow(t *testing.T) {
 		}
 	})
 }
+
+// TestLostRowIsErrLost: a write to a branch row the janitor declared lost says
+// so (ErrLost, still ErrFenced), both from the buried registration itself and
+// from a live registration of the same node.
+func TestLostRowIsErrLost(t *testing.T) {
+	eachBackend(t, func(t *testing.T, bk backend) {
+		ctx := context.Background()
+		c, dsn := bk.open(t)
+		if _, err := c.Register(ctx, "n1", "", -time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		b := catalog.Branch{Source: "a", Name: "b", State: catalog.Stopped}
+		var err error
+		if b.ID, err = c.InsertBranch(ctx, b, "create"); err != nil {
+			t.Fatal(err)
+		}
+		janitor := openAgain(t, dsn)
+		if _, err := janitor.Register(ctx, "n2", "", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		catalog.TestSetAnswering(janitor, 2*time.Minute)
+		if s, err := janitor.Janitor(ctx, time.Minute); err != nil || s.Lost != 1 {
+			t.Fatalf("Janitor = %+v, %v, want n1's branch lost", s, err)
+		}
+		wake := b
+		wake.State = catalog.Starting
+		err = c.UpdateBranch(ctx, wake, "wake")
+		if !errors.Is(err, catalog.ErrLost) || !errors.Is(err, catalog.ErrNodeLost) || !errors.Is(err, catalog.ErrFenced) {
+			t.Fatalf("UpdateBranch by the buried node = %v, want ErrLost and ErrNodeLost", err)
+		}
+		again := openAgain(t, dsn)
+		if _, err := again.Register(ctx, "n1", "", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		err = again.UpdateBranch(ctx, wake, "wake")
+		if !errors.Is(err, catalog.ErrLost) || !errors.Is(err, catalog.ErrFenced) || errors.Is(err, catalog.ErrNodeLost) {
+			t.Fatalf("UpdateBranch by the node registered again = %v, want ErrLost, not ErrNodeLost", err)
+		}
+	})
+}

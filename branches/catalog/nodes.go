@@ -244,7 +244,7 @@ func (c *Catalog) fenced(ctx context.Context, tx sqlTx, id int64, name string) e
 		return noRows(err, fmt.Sprintf("branch %q", name))
 	}
 	if State(state) == Lost {
-		return fmt.Errorf("branch %q was declared lost: %w", name, ErrFenced)
+		return fmt.Errorf("branch %q: %w: %w", name, ErrLost, ErrFenced)
 	}
 	if me := c.node.Load(); me != nil && node.String == me.id && epoch.Int64 == me.epoch {
 		return fmt.Errorf("%s: %w", name, ErrNotFound)
@@ -281,4 +281,19 @@ func (c *Catalog) holdNode(ctx context.Context, tx sqlTx, forNew bool) error {
 		return fmt.Errorf("node %s is %s and takes no new branch: %w", me.id, state, ErrFenced)
 	}
 	return nil
+}
+
+// lostToo adds ErrLost to err, the refusal of a write to branch id because this
+// node's registration is gone, when the row was declared lost with it (the
+// janitor buried the node): the branch's owner must learn that it is lost, not
+// only that this node is.
+func (c *Catalog) lostToo(ctx context.Context, tx sqlTx, id int64, name string, err error) error {
+	if !errors.Is(err, ErrNodeLost) {
+		return err
+	}
+	var state string
+	if tx.queryRow(ctx, `SELECT state FROM branches WHERE id = ?`, id).Scan(&state) == nil && State(state) == Lost {
+		return fmt.Errorf("branch %q: %w (%w)", name, ErrLost, err)
+	}
+	return err
 }
