@@ -17,7 +17,8 @@ import (
 // servers still running on this state directory are stopped, its mounts removed,
 // half-built seeds and half-created branches rolled back, interrupted destroys and
 // resets finished, and running branches recorded as stopped (the next connection
-// wakes them).
+// wakes them). Only this node's rows (and lost ones) are its to repair; another
+// node's rows, and their directories, which are on that node, are left alone.
 func (m *Manager) reconcile(ctx context.Context) error {
 	if err := m.stopStrayContainers(ctx); err != nil {
 		return err
@@ -54,6 +55,9 @@ func (m *Manager) reconcile(ctx context.Context) error {
 	}
 	known := map[string]bool{}
 	for _, rec := range branches {
+		if !m.reconciles(rec) {
+			continue
+		}
 		b := &branch{rec: rec}
 		l := m.layoutOf(rec.ID)
 		known[strconv.FormatInt(rec.ID, 10)] = true
@@ -98,6 +102,15 @@ func (m *Manager) reconcile(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// reconciles reports whether reconcile loads rec: a row of this node (registration
+// adopted every row of no node), or of any node once declared lost, so that it is
+// refused with ErrLost and can be destroyed here. Every row when this process has
+// not registered.
+func (m *Manager) reconciles(rec catalog.Branch) bool {
+	me, _, ok := m.cat.Registration()
+	return !ok || rec.NodeID == me || rec.NodeID == "" || rec.State == catalog.Lost
 }
 
 // reconcileSeeds drops seeds that never finished building (and sources left with

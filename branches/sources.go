@@ -179,8 +179,16 @@ func (m *Manager) collectSeeds(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	m.mu.Lock()
+	// Other nodes' branches, which this manager does not hold, use seeds too.
+	all, err := m.cat.Branches(ctx)
+	if err != nil {
+		return
+	}
 	used := map[int64]bool{}
+	for _, b := range all {
+		used[b.SeedID] = true
+	}
+	m.mu.Lock()
 	for _, b := range m.branches {
 		used[b.rec.SeedID] = true
 	}
