@@ -80,15 +80,16 @@ func classify(err error) clientError {
 		return clientError{code: codeDiskFull, message: "the disk that holds the branches is full", hint: "reset or destroy branches that filled it"}
 	case errors.Is(err, branches.ErrTooMany):
 		return clientError{code: codeTooMany, message: "too many branches are running and all of them have sessions", hint: "try again when a session ends, or raise --max-running"}
+	// A lost branch may also carry ErrFenced (a write found it lost): say lost.
+	case errors.Is(err, branches.ErrLost):
+		return clientError{code: codeCannotConnectNow, message: "the branch was on a lost node",
+			hint: "its node was declared dead; destroy the branch (pgbranchproxy branch destroy) to use the name again"}
 	case errors.Is(err, branches.ErrNodeLost):
 		return clientError{code: codeCannotConnectNow, message: "this pgbranchproxy node lost its registration in the catalog",
 			hint: "branches already running still serve; creating or waking one works again once the server is restarted"}
 	case errors.Is(err, branches.ErrFenced):
 		return clientError{code: codeCannotConnectNow, message: "the branch is no longer served by this pgbranchproxy node",
 			hint: "another registration of this node owns it in the catalog; restart the server"}
-	case errors.Is(err, branches.ErrLost):
-		return clientError{code: codeCannotConnectNow, message: "the branch was on a lost node",
-			hint: "its node was declared dead; destroy the branch (pgbranchproxy branch destroy) to use the name again"}
 	case errors.Is(err, branches.ErrCatalogUnavailable):
 		return clientError{code: codeCannotConnectNow, message: "catalog unavailable",
 			hint: "branches already running still serve; creating or waking one works again when the catalog is back"}
