@@ -42,8 +42,8 @@ type kernelRelay struct {
 	done     chan struct{}
 }
 
-// baseDelay is the age from which a session's client direction is released
-// into the kernel, and the least time between two reads of new sessions' bases.
+// baseDelay is the age from which a session's client socket is first counted,
+// and the least time between two passes that count new sessions.
 const baseDelay = 100 * time.Millisecond
 
 // Events the loop hands to a session's goroutine.
@@ -53,7 +53,6 @@ const (
 	evHeld    // a direction hands bytes to the proxy: forward them
 	evStalled // the client has not read for the write timeout
 	evStop    // the proxy shuts down
-	evBase    // the client socket's base reference count is known
 	evBroken  // a forward failed mid-stream: end as if the server closed
 )
 
@@ -251,15 +250,15 @@ func (k *kernelRelay) sweep(now time.Time) {
 }
 
 // sweepRefs reads, in one pass over /proc/net/tcp, the client sockets' reference
-// counts that sessions need: the base of a session spliced since the last tick
-// (its client is still held, so nothing of it is queued), and the count of a
-// session whose redirects toward the server near their limit, whose limit
-// advances when nothing of it is queued any more.
+// counts that sessions need: a first count of a session once it is baseDelay
+// old, and the count of a session whose redirects toward the server near their
+// limit, whose limit advances when nothing of it is queued any more. A
+// session's base is the lowest count seen: queued packets only add to it.
 //
 // The pass lists every TCP socket of the namespace, closed ones in TIME_WAIT
-// included (thousands under a connect-per-query load), so bases are read only
-// for sessions older than baseDelay, and at most once per baseDelay: a short
-// session ends with its client direction carried by the proxy, never reading one.
+// included (thousands under a connect-per-query load), so first counts are read
+// only for sessions older than baseDelay, and at most once per baseDelay: a
+// short session never costs one.
 func (k *kernelRelay) sweepRefs(now time.Time, all []*ksession) {
 	var need []*ksession
 	var inodes, bytes []uint64
@@ -282,18 +281,20 @@ func (k *kernelRelay) sweepRefs(now time.Time, all []*ksession) {
 		return // a session ended meanwhile: the next tick asks again
 	}
 	for i, ks := range need {
-		if ks.cbase.Load() == 0 {
-			if bytes[i] == 0 && ks.sm.Slot(sockmap.ToServer).Bytes == 0 {
-				ks.cbase.Store(int64(refs[i]))
-				ks.notify(evBase)
-			}
-			continue
-		}
-		if refs[i]-int(ks.cbase.Load()) <= timerRefs {
+		ks.lowerBase(refs[i])
+		if bytes[i]-ks.mark > k.backlog/2 && refs[i]-int(ks.cbase.Load()) <= timerRefs {
 			// What was redirected before the count was read has been sent on.
 			ks.mark = bytes[i]
 			ks.sm.Limit(sockmap.ToServer, ks.mark+k.backlog)
 		}
+	}
+}
+
+// lowerBase takes refs, a count of the client socket's references, as its base
+// if it is the first or the lowest seen.
+func (ks *ksession) lowerBase(refs int) {
+	if b := ks.cbase.Load(); b == 0 || int64(refs) < b {
+		ks.cbase.Store(int64(refs))
 	}
 }
 
@@ -308,8 +309,7 @@ type ksession struct {
 	injected     uint64        // bytes written to the injector
 	start        time.Time     // when the session was spliced
 	cino         uint64        // the client socket's inode
-	cbase        atomic.Int64  // its reference count with nothing queued (see sweepRefs); 0: not read yet
-	released     bool          // the client's direction redirects (once cbase is known)
+	cbase        atomic.Int64  // the lowest reference count seen on it (see sweepRefs); 0: not read yet
 	baseKnown    bool          // base[ToServer] is set (forwardInitial)
 	clientHeld   bool          // the client's bytes go through the proxy for the rest of the session
 	r0           uint64        // client bytes read before the splice (readPosition)

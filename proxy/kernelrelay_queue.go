@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/proxy/sockmap"
+	"golang.org/x/sys/unix"
 )
 
 // The queue toward the server. The client's packets redirected to the server, and
@@ -30,27 +31,21 @@ func (ks *ksession) queuedEver() bool {
 }
 
 // serverQueue returns the packets still waiting in the kernel for the server,
-// give or take the references of pending TCP timers. A client not yet released
-// has had nothing redirected.
+// give or take the references of pending TCP timers, counted from the lowest
+// counts seen (a first count is taken as the base).
 func (ks *ksession) serverQueue() (int, error) {
-	var inodes []uint64
-	var base []int
-	if b := ks.cbase.Load(); b != 0 {
-		inodes, base = append(inodes, ks.cino), append(base, int(b))
-	}
+	inodes := []uint64{ks.cino}
 	if ks.inj != nil {
-		inodes, base = append(inodes, ks.inj.ino), append(base, ks.inj.base)
-	}
-	if len(inodes) == 0 {
-		return 0, nil
+		inodes = append(inodes, ks.inj.ino)
 	}
 	refs, err := socketRefs(inodes...)
 	if err != nil {
 		return 0, err
 	}
-	q := 0
-	for i := range refs {
-		q += max(refs[i]-base[i], 0)
+	ks.lowerBase(refs[0])
+	q := refs[0] - int(ks.cbase.Load())
+	if ks.inj != nil {
+		q += max(refs[1]-ks.inj.base, 0)
 	}
 	return q, nil
 }
@@ -104,12 +99,24 @@ func (k *kernelRelay) relayClientHeld(ks *ksession, stats *RelayStats) bool {
 // deadline; false: bytes may still be queued (Remove would drop them). A count
 // that stays within what pending TCP timers hold for quietTime is taken as
 // empty: a queued packet would have moved it. A client socket gone from
-// /proc/net/tcp (reset by its peer) cannot be counted; its client has left.
+// /proc/net/tcp (reset by its peer) cannot be counted; its client has left. A
+// session never counted before has no base to count from: its queue is taken
+// as empty once the redirected count is still and the server socket has room.
 func (k *kernelRelay) serverDrained(ks *ksession, deadline time.Time) bool {
+	if ks.cbase.Load() == 0 && ks.inj == nil {
+		last, since := ks.sm.Slot(sockmap.ToServer).Bytes, time.Now()
+		return waitFor(deadline, time.Millisecond, func() bool {
+			if b := ks.sm.Slot(sockmap.ToServer).Bytes; b != last {
+				last, since = b, time.Now()
+			}
+			outq, err := unix.IoctlGetInt(ks.sfd, unix.SIOCOUTQ)
+			return err != nil || outq < ks.sndbuf/2 && time.Since(since) >= settleTime
+		})
+	}
 	last, since := -1, time.Now()
 	return waitFor(deadline, 5*time.Millisecond, func() bool {
 		q, err := ks.serverQueue()
-		if err != nil || q == 0 {
+		if err != nil || q <= 0 {
 			return true
 		}
 		if q != last {

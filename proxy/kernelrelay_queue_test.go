@@ -42,8 +42,7 @@ func TestKernelRelayServerQueue(t *testing.T) {
 	run.wait(t)
 }
 
-// A client whose packets came to the proxy until its direction was released is
-// still watched for its hang-up afterwards.
+// A client is watched for its hang-up after its direction redirects.
 func TestKernelRelayHangUpAfterRelease(t *testing.T) {
 	k := newTestKernelRelay(t, 4<<20)
 	p := newKernelPair(t)

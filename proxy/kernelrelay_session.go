@@ -95,9 +95,8 @@ func (k *kernelRelay) carry(ks *ksession, stats *RelayStats) RelayEnd {
 	}
 	// From here on a direction redirects once the proxy has forwarded everything
 	// it was handed (the program compares Passed with Ack): bytes handed over
-	// between the checks above and these lines are forwarded by forwardHeld. The
-	// client's direction stays held until the loop has read its socket's base
-	// reference count (sweepRefs); the loop below then releases it.
+	// between the checks above and these lines are forwarded by forwardHeld.
+	ks.sm.Hold(sockmap.ToServer, false)
 	ks.sm.Hold(sockmap.ToClient, false)
 	for _, d := range []sockmap.Dir{sockmap.ToClient, sockmap.ToServer} {
 		if st := ks.sm.Slot(d); st.Passed != st.Ack {
@@ -109,7 +108,7 @@ func (k *kernelRelay) carry(ks *ksession, stats *RelayStats) RelayEnd {
 			}
 		}
 	}
-	k.arm(ks.cfd, unix.EPOLLIN)
+	k.arm(ks.cfd, 0)
 	for range ks.ev {
 		ev := ks.pending.Swap(0)
 		ts := ks.sm.Slot(sockmap.ToServer)
@@ -125,10 +124,6 @@ func (k *kernelRelay) carry(ks *ksession, stats *RelayStats) RelayEnd {
 		case ev&evClientHup != 0:
 			return EndClientClosed
 		}
-		if !ks.released && !ks.clientHeld && ks.cbase.Load() != 0 {
-			ks.sm.Hold(sockmap.ToServer, false)
-			ks.released = true
-		}
 		for _, d := range []sockmap.Dir{sockmap.ToServer, sockmap.ToClient} {
 			if st := ks.sm.Slot(d); st.Passed != st.Ack && st.Flags&sockmap.FlagTerminate == 0 {
 				k.unpause(ks, d, stats)
@@ -136,7 +131,7 @@ func (k *kernelRelay) carry(ks *ksession, stats *RelayStats) RelayEnd {
 		}
 		// The client's socket is watched once (EPOLLONESHOT): again for its
 		// hang-up, and for its next packet while every packet comes to the proxy.
-		if !ks.released || ks.clientHeld {
+		if ks.clientHeld {
 			k.arm(ks.cfd, unix.EPOLLIN)
 		} else {
 			k.arm(ks.cfd, 0)
@@ -171,9 +166,7 @@ func (k *kernelRelay) unpause(ks *ksession, d sockmap.Dir, stats *RelayStats) bo
 	if d == sockmap.ToClient && !k.drained(ks, time.Now().Add(pauseTimeout)) {
 		return false
 	}
-	if ks.released || d == sockmap.ToClient {
-		stats.paused()
-	}
+	stats.paused()
 	if err := k.forwardHeld(ks, d); err != nil {
 		ks.forwardFailed(err)
 	}
