@@ -36,11 +36,7 @@ func (m *Manager) fencedOut(ctx context.Context, b *branch, cause error) {
 // operation, or Close, calls it.
 func (m *Manager) stopLocal(ctx context.Context, b *branch) {
 	m.closeIdle(b)
-	m.mu.Lock()
-	inst, rec := b.inst, b.rec
-	b.inst = nil
-	m.running.Remove(key{rec.Source, rec.Name})
-	m.mu.Unlock()
+	inst, rec := m.takeInstance(b)
 	if inst != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StopTimeout)
 		if err := inst.Stop(sctx); err != nil {

@@ -197,14 +197,21 @@ func (m *Manager) create(ctx context.Context, b *branch, reason string) (err err
 	return nil
 }
 
-func (m *Manager) rollbackCreate(b *branch, cause error) {
-	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.StopTimeout)
-	defer cancel()
+// takeInstance detaches b's running server, if any, from b and from the running
+// set, and returns it with b's record; the caller stops or discards it.
+func (m *Manager) takeInstance(b *branch) (runtime.Instance, catalog.Branch) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	inst, rec := b.inst, b.rec
 	b.inst = nil
 	m.running.Remove(key{rec.Source, rec.Name})
-	m.mu.Unlock()
+	return inst, rec
+}
+
+func (m *Manager) rollbackCreate(b *branch, cause error) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.StopTimeout)
+	defer cancel()
+	inst, rec := m.takeInstance(b)
 	if inst != nil {
 		_ = inst.Discard(ctx) // the branch's files go next
 	}
@@ -478,11 +485,7 @@ func (m *Manager) destroyBranch(ctx context.Context, b *branch, reason string) e
 			return err
 		}
 	}
-	m.mu.Lock()
-	inst, rec := b.inst, b.rec
-	b.inst = nil
-	m.running.Remove(key{rec.Source, rec.Name})
-	m.mu.Unlock()
+	inst, rec := m.takeInstance(b)
 	if inst != nil {
 		// The files go next: a shutdown checkpoint would only write what is deleted.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StopTimeout)
