@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -88,9 +87,7 @@ func newBranchCreate(g *globalFlags) *cobra.Command {
 				}
 				return nil
 			}
-			enc := json.NewEncoder(os.Stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(BranchResult{Name: t.Branch, Source: t.sourceName, Created: created, Database: t.Database,
+			return printJSON(BranchResult{Name: t.Branch, Source: t.sourceName, Created: created, Database: t.Database,
 				Host: t.Host, Port: t.Port, User: t.User, URL: t.url(), Libpq: t.libpq(), JDBC: t.jdbc()})
 		},
 	}

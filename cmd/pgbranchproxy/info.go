@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"net/http"
-	"os"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
 	"github.com/prometheus/common/expfmt"
@@ -29,9 +27,7 @@ func newInfo(g *globalFlags) *cobra.Command {
 			if resp, err := c.do(cmd.Context(), http.MethodGet, "/metrics", nil); err == nil {
 				out.Relay = readRelayInfo(resp)
 			}
-			enc := json.NewEncoder(os.Stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(out)
+			return printJSON(out)
 		},
 	}
 }
