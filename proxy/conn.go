@@ -83,7 +83,7 @@ func (s *Server) handle(raw net.Conn) {
 		s.refuse(conn, log, err)
 		return
 	}
-	sc, reused, err := s.serverSession(ctx, lease, route.Params)
+	sc, reused, err := s.serverSession(ctx, lease, serverParams(lease, st.params, route))
 	if err != nil {
 		lease.Release()
 		var be *backendError
@@ -128,6 +128,22 @@ func (s *Server) handle(raw net.Conn) {
 		return
 	}
 	s.endSession(lease, sc, end == relayIdle, appName, log)
+}
+
+// serverParams returns the startup parameters for the lease's server: the route's
+// for a branch server, the client's own with the route made explicit for a
+// pgbranchproxy that routes the session again (RouteForwarder).
+func serverParams(lease Lease, client map[string]string, route router.Route) map[string]string {
+	f, ok := lease.(RouteForwarder)
+	if !ok || !f.ForwardsRoute() {
+		return route.Params
+	}
+	out := make(map[string]string, len(client))
+	for k, v := range client {
+		out[k] = v
+	}
+	out["database"] = route.Database + "@" + route.Branch
+	return out
 }
 
 // parkAfterLeave parks a session the pump reset only once its client's lease has

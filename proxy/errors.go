@@ -38,6 +38,23 @@ type clientError struct {
 	id                          string // set for internal errors: log it
 }
 
+// ClientError is an error that says itself what a client is told: a Branches
+// implementation whose failures are not the engine's (a front that cannot reach a
+// node) returns one, and the client gets its SQLSTATE and words as they are.
+type ClientError struct {
+	Code, Message, Hint string
+	Err                 error // the cause, for logs; never shown to the client
+}
+
+func (e *ClientError) Error() string {
+	if e.Err != nil {
+		return e.Message + ": " + e.Err.Error()
+	}
+	return e.Message
+}
+
+func (e *ClientError) Unwrap() error { return e.Err }
+
 // errProtocol marks a client that broke the protocol.
 var errProtocol = errors.New("protocol violation")
 
@@ -49,7 +66,10 @@ var errNotSupported = errors.New("not supported")
 // error id that the log line carries too.
 func classify(err error) clientError {
 	var re *router.Error
+	var ce *ClientError
 	switch {
+	case errors.As(err, &ce):
+		return clientError{code: ce.Code, message: ce.Message, hint: ce.Hint}
 	case errors.As(err, &re):
 		code := codeInvalidDatabase
 		if errors.Is(err, router.ErrInvalidOption) {

@@ -15,3 +15,14 @@ func TestClassifyLostBeforeFenced(t *testing.T) {
 		t.Fatalf("classified as %q, want the branch lost", ce.message)
 	}
 }
+
+// A ClientError reaches the client as it says, wrapped or not, with its cause
+// kept out of what the client reads.
+func TestClassifyClientError(t *testing.T) {
+	err := fmt.Errorf("dial branch server: %w", &ClientError{Code: "57P03", Message: "node down", Hint: "later",
+		Err: fmt.Errorf("dial tcp 10.0.0.1:5: connection refused")})
+	ce := classify(err)
+	if ce.code != "57P03" || ce.message != "node down" || ce.hint != "later" || ce.detail != "" || ce.id != "" {
+		t.Fatalf("classified as %+v", ce)
+	}
+}

@@ -35,6 +35,14 @@ type Lease interface {
 	Park(key string, c io.Closer)
 }
 
+// A RouteForwarder is a Lease whose server is another pgbranchproxy that routes
+// the session itself (a node behind a front): it is sent the client's startup
+// parameters with the route in them (database@branch and the pgbranch.*
+// settings) rather than the branch server's.
+type RouteForwarder interface {
+	ForwardsRoute() bool
+}
+
 // Branches finds or creates the branch a route names and leases it for one session,
 // and tells which roles a route authenticates against.
 type Branches interface {

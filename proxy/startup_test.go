@@ -9,6 +9,7 @@ import (
 	"testing/iotest"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/pgbranchproxy/pgbranchproxy/router"
 )
 
 // startupPacket frames a startup-phase packet: length word, code, rest.
@@ -201,5 +202,29 @@ func TestReadMessage(t *testing.T) {
 				t.Errorf("%d bytes left unread, want %d", r.Len(), tt.wantLeft)
 			}
 		})
+	}
+}
+
+type forwardingLease struct{ Lease }
+
+func (forwardingLease) ForwardsRoute() bool { return true }
+
+// A node behind a front is sent the client's own parameters, with the route made
+// explicit (a default branch included); a branch server gets the route's.
+func TestServerParams(t *testing.T) {
+	client := map[string]string{"user": "u", "database": "app", "options": "-c pgbranch.ttl=1h", "application_name": "x"}
+	route, err := router.Parse(client, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := serverParams(forwardingLease{}, client, route)
+	if got["database"] != "app@main" || got["options"] != "-c pgbranch.ttl=1h" || got["user"] != "u" || got["application_name"] != "x" {
+		t.Fatalf("forwarded params %v", got)
+	}
+	if client["database"] != "app" {
+		t.Fatal("the client's parameters were changed")
+	}
+	if got := serverParams(nil, client, route); got["database"] != "app" || got["options"] != "" {
+		t.Fatalf("branch server params %v", got)
 	}
 }
