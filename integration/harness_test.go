@@ -88,6 +88,7 @@ type server struct {
 	logMu    sync.Mutex
 	log      bytes.Buffer
 	stateDir string
+	noAdmin  bool // a front: no admin socket to wait for
 }
 
 // newStateDir makes a state directory the Postgres user can traverse to.
@@ -158,7 +159,7 @@ func (s *server) start() {
 	for {
 		if c, err := net.Dial("tcp", s.addr); err == nil {
 			c.Close()
-			if _, err := os.Stat(sock); err == nil {
+			if _, err := os.Stat(sock); err == nil || s.noAdmin {
 				return
 			}
 		}

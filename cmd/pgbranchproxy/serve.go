@@ -28,6 +28,8 @@ import (
 )
 
 type serveFlags struct {
+	role           string
+	advertise      string
 	listen         string
 	catalog        string
 	auth           string
@@ -77,6 +79,8 @@ func newServe(g *globalFlags) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
+	fl.StringVar(&f.role, "role", roleAll, "all (one host: routing and branches in this process), front (authenticate and route to the nodes of a shared --catalog postgres://…) or node (run branches for fronts; sessions are trusted)")
+	fl.StringVar(&f.advertise, "advertise", "", "with --role node: the address fronts reach this node at (default: the --listen address)")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:6432", "address clients connect to")
 	fl.StringVar(&f.catalog, "catalog", "", "the catalog: a postgres:// URL, or a SQLite file (default: <state-dir>/catalog.db); the state dir holds everything else")
 	fl.StringVar(&f.auth, "auth", proxy.AuthSCRAM, "client authentication at the proxy, before any branch is created or woken: scram-sha-256, md5 or trust")
@@ -147,27 +151,24 @@ func newLogger(format, level string) (*zap.Logger, error) {
 }
 
 func serve(g *globalFlags, f *serveFlags) error {
+	switch f.role {
+	case roleAll:
+	case roleFront:
+		return serveFront(g, f)
+	case roleNode:
+		// Fronts authenticate; a node trusts the sessions they open.
+		f.auth = proxy.AuthTrust
+	default:
+		return fmt.Errorf("--role must be all, front or node, not %q", f.role)
+	}
 	if os.Geteuid() != 0 {
 		return errors.New("serve must run as root: it mounts OverlayFS and starts Postgres as --pg-user")
 	}
-	switch f.auth {
-	case proxy.AuthSCRAM, proxy.AuthMD5:
-	case proxy.AuthTrust:
-		if !f.insecureTrust && !loopbackListen(f.listen) {
-			return fmt.Errorf("--auth trust on %s would let anyone who reaches it create branches: listen on loopback, or pass --insecure-trust", f.listen)
-		}
-	default:
-		return fmt.Errorf("--auth must be scram-sha-256, md5 or trust, not %q", f.auth)
+	if err := checkProxyFlags(f); err != nil {
+		return err
 	}
 	if err := f.reuseFlags.validate(); err != nil {
 		return err
-	}
-	switch f.relay {
-	case "pump":
-		f.relay = proxy.RelayEpoll
-	case proxy.RelayAuto, proxy.RelayKernel, proxy.RelayEpoll, proxy.RelayGoroutine:
-	default:
-		return fmt.Errorf("--relay must be auto, kernel, epoll or goroutine, not %q", f.relay)
 	}
 	if f.adminToken != "" && len(f.adminToken) < 16 {
 		return errors.New("--admin-token (or PGBRANCH_ADMIN_TOKEN) must have at least 16 characters")
@@ -331,7 +332,7 @@ func serve(g *globalFlags, f *serveFlags) error {
 		mgr.Close(context.Background())
 		return fmt.Errorf("listen on %s: %w", f.listen, err)
 	}
-	mgr.SetProxyAddr(ln.Addr().String())
+	mgr.SetProxyAddr(cmpOr(f.advertise, ln.Addr().String()))
 	log.Info("pgbranchproxy ready", zap.String("listen", ln.Addr().String()), zap.String("state_dir", stateDir),
 		zap.String("admin", adminSock), zap.Bool("lazyrw", shim != ""))
 	serveErr := make(chan error, 1)
@@ -363,6 +364,27 @@ func serve(g *globalFlags, f *serveFlags) error {
 	os.Remove(adminSock)
 	log.Info("stopped")
 	return err
+}
+
+// checkProxyFlags checks the flags of the client-facing proxy, for every role.
+func checkProxyFlags(f *serveFlags) error {
+	switch f.auth {
+	case proxy.AuthSCRAM, proxy.AuthMD5:
+	case proxy.AuthTrust:
+		if !f.insecureTrust && !loopbackListen(f.listen) {
+			return fmt.Errorf("--auth trust on %s would let anyone who reaches it create branches: listen on loopback, or pass --insecure-trust", f.listen)
+		}
+	default:
+		return fmt.Errorf("--auth must be scram-sha-256, md5 or trust, not %q", f.auth)
+	}
+	switch f.relay {
+	case "pump":
+		f.relay = proxy.RelayEpoll
+	case proxy.RelayAuto, proxy.RelayKernel, proxy.RelayEpoll, proxy.RelayGoroutine:
+	default:
+		return fmt.Errorf("--relay must be auto, kernel, epoll or goroutine, not %q", f.relay)
+	}
+	return nil
 }
 
 // branchesAdapter gives the proxy the small interface it declares.

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/front"
+	"github.com/pgbranchproxy/pgbranchproxy/proxy"
+	"go.uber.org/zap"
+)
+
+// Roles of serve.
+const (
+	roleAll   = "all"
+	roleFront = "front"
+	roleNode  = "node"
+)
+
+// serveFront runs a front: the client-facing proxy alone, routing each session to
+// the node that serves its branch, with the catalog as the only shared state. It
+// needs no root and runs no branch.
+func serveFront(g *globalFlags, f *serveFlags) error {
+	if !strings.HasPrefix(f.catalog, "postgres://") && !strings.HasPrefix(f.catalog, "postgresql://") {
+		return errors.New("--role front needs --catalog postgres://…: fronts and nodes share one catalog")
+	}
+	if err := checkProxyFlags(f); err != nil {
+		return err
+	}
+	log, err := newLogger(f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+	stateDir, err := filepath.Abs(g.stateDir)
+	if err != nil {
+		return err
+	}
+	tlsCfg, fp, err := loadTLS(f.tlsCert, f.tlsKey, f.tlsAuto, stateDir, f.listen)
+	if err != nil {
+		return err
+	}
+	if tlsCfg == nil && (f.tlsMode == proxy.TLSAllow || f.tlsMode == proxy.TLSRequire) {
+		return fmt.Errorf("--tls-mode %s needs --tls-cert and --tls-key, or --tls-auto", f.tlsMode)
+	}
+	if tlsCfg != nil {
+		log.Info("TLS", zap.String("sha256_fingerprint", fp), zap.String("mode", cmpOr(f.tlsMode, proxy.TLSAllow)))
+	}
+	cat, err := catalog.Open(f.catalog)
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	// Server sessions are kept by the nodes, which own them: the front passes each
+	// session's end on to its node.
+	px, err := proxy.New(proxy.Config{
+		DefaultBranch:   f.defaultBranch,
+		AcquireTimeout:  f.startupTimeout,
+		Auth:            f.auth,
+		TLS:             tlsCfg,
+		TLSMode:         f.tlsMode,
+		MaxClientConns:  f.maxClientConns,
+		WriteTimeout:    f.writeTimeout,
+		FailedLogins:    f.failedLogins,
+		Relay:           f.relay,
+		KernelLoadFails: f.relayFailLoad,
+	}, front.New(cat, nil), log.Named("proxy"))
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	ln, err := proxy.Listen(ctx, f.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", f.listen, err)
+	}
+	log.Info("pgbranchproxy front ready", zap.String("listen", ln.Addr().String()), zap.String("catalog", cat.Backend()))
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- px.Serve(ctx, ln) }()
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+		log.Error("proxy stopped", zap.Error(err))
+		stop()
+	}
+	log.Info("shutting down", zap.Duration("grace", f.grace))
+	graceCtx, cancel := context.WithTimeout(context.Background(), f.grace)
+	px.Drain(graceCtx)
+	cancel()
+	forceCtx, cancelForce := context.WithTimeout(context.Background(), f.grace)
+	px.Shutdown(forceCtx)
+	cancelForce()
+	log.Info("stopped")
+	return err
+}

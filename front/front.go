@@ -1,0 +1,226 @@
+// Package front routes sessions to the nodes that serve their branches. A front
+// holds no branch and starts no server: it authenticates the client with the
+// roles the catalog records, finds the branch's node in the catalog (or, for a
+// new name, the node with the most room), and opens the session on that node's
+// listener with the route in the startup parameters. The node creates or wakes
+// the branch and carries the session to its server as it does for its own
+// clients; its answers, errors included, reach the client through the front.
+package front
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/roles"
+	"github.com/pgbranchproxy/pgbranchproxy/proxy"
+	"github.com/pgbranchproxy/pgbranchproxy/router"
+)
+
+// SQLSTATEs a front sends for its own failures.
+const (
+	codeCannotConnectNow = "57P03"
+	codeInvalidDatabase  = "3D000"
+)
+
+// sourcesTTL is how long the sources and their seeds' databases and roles are
+// reused before the catalog is read again (a source added meanwhile is found
+// sooner: a name that resolves to nothing reads them again at once).
+const sourcesTTL = 2 * time.Second
+
+// Dialer connects to a node's listener at addr.
+type Dialer func(ctx context.Context, addr string) (net.Conn, error)
+
+// Branches gives a front's proxy its branches: those the catalog records, each
+// served by its node. Safe for concurrent use.
+type Branches struct {
+	cat  *catalog.Catalog
+	dial Dialer
+
+	mu      sync.Mutex
+	sources []sourceSeed
+	loaded  time.Time
+}
+
+// sourceSeed is a source with its current seed's databases and roles.
+type sourceSeed struct {
+	name      string
+	databases []string
+	roles     string
+}
+
+// New returns the branches of the catalog cat, whose nodes are reached with
+// dial (nil: plain TCP).
+func New(cat *catalog.Catalog, dial Dialer) *Branches {
+	if dial == nil {
+		var d net.Dialer
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	return &Branches{cat: cat, dial: dial}
+}
+
+// Roles returns the login roles of the route's branch, of its parent for a new
+// branch of a branch, or of its source's current seed.
+func (b *Branches) Roles(ctx context.Context, r router.Route) (roles.Set, error) {
+	src, err := b.resolve(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range []string{r.Branch, r.Options.From} {
+		if name == "" {
+			continue
+		}
+		rt, err := b.cat.RouteOf(ctx, src.name, name)
+		if err != nil {
+			return nil, catalogError(err)
+		}
+		if rt.Branch.ID != 0 && rt.Branch.Roles != "" {
+			return roles.Decode(rt.Branch.Roles)
+		}
+	}
+	if src.roles == "" {
+		return nil, noSuchBranch()
+	}
+	return roles.Decode(src.roles)
+}
+
+// Acquire finds the node that serves the route's branch: its owner, the owner of
+// its parent for a new branch of a branch, else the live node with the fewest
+// running branches. The node counts the session; the lease only connects to it.
+func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, error) {
+	src, err := b.resolve(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	rt, err := b.cat.RouteOf(ctx, src.name, r.Branch)
+	if err != nil {
+		return nil, catalogError(err)
+	}
+	if rt.Branch.ID == 0 && r.Options.From != "" {
+		if rt, err = b.cat.RouteOf(ctx, src.name, r.Options.From); err != nil {
+			return nil, catalogError(err)
+		}
+		if rt.Branch.ID == 0 {
+			return nil, noSuchBranch()
+		}
+	}
+	if rt.Branch.ID == 0 {
+		addr, err := b.place(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &lease{addr: addr, dial: b.dial}, nil
+	}
+	if rt.Branch.State == catalog.Lost {
+		return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch was on a lost node",
+			Hint: "its node was declared dead; destroy the branch (pgbranchproxy branch destroy) to use the name again"}
+	}
+	if rt.NodeAddr == "" || rt.NodeState == catalog.NodeDead || !rt.NodeLive {
+		return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch's node is not serving",
+			Hint: fmt.Sprintf("node %s holds the branch and has not renewed its lease; try again when it is back", shortID(rt.NodeID))}
+	}
+	return &lease{addr: rt.NodeAddr, dial: b.dial}, nil
+}
+
+// place picks the node for a new branch: a live, active node with an address,
+// the one with the fewest running branches (the lowest slot among equals).
+func (b *Branches) place(ctx context.Context) (string, error) {
+	nodes, err := b.cat.Nodes(ctx)
+	if err != nil {
+		return "", catalogError(err)
+	}
+	var best *catalog.Node
+	for i := range nodes {
+		n := &nodes[i]
+		if n.State != catalog.NodeActive || n.LeaseAge >= 0 || n.Addr == "" {
+			continue
+		}
+		if best == nil || n.Load.Running < best.Load.Running {
+			best = n
+		}
+	}
+	if best == nil {
+		return "", &proxy.ClientError{Code: codeCannotConnectNow, Message: "no node is available to create the branch",
+			Hint: "start a pgbranchproxy node on this catalog (serve --role node)"}
+	}
+	return best.Addr, nil
+}
+
+// resolve finds the route's source, reading the sources again once if the
+// route names none of those known.
+func (b *Branches) resolve(ctx context.Context, r router.Route) (sourceSeed, error) {
+	for fresh := false; ; fresh = true {
+		srcs, err := b.load(ctx, fresh)
+		if err != nil {
+			return sourceSeed{}, err
+		}
+		rs := make([]router.Source, len(srcs))
+		for i, s := range srcs {
+			rs[i] = router.Source{Name: s.name, Databases: s.databases}
+		}
+		name, err := router.ResolveSource(r, rs)
+		if err == nil {
+			return srcs[slices.IndexFunc(srcs, func(s sourceSeed) bool { return s.name == name })], nil
+		}
+		if fresh {
+			return sourceSeed{}, err
+		}
+	}
+}
+
+// load returns the sources, read again when they are older than sourcesTTL or
+// fresh is set.
+func (b *Branches) load(ctx context.Context, fresh bool) ([]sourceSeed, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !fresh && b.sources != nil && time.Since(b.loaded) < sourcesTTL {
+		return b.sources, nil
+	}
+	srcs, err := b.cat.Sources(ctx)
+	if err != nil {
+		return nil, catalogError(err)
+	}
+	seeds, err := b.cat.Seeds(ctx)
+	if err != nil {
+		return nil, catalogError(err)
+	}
+	out := make([]sourceSeed, 0, len(srcs))
+	for _, s := range srcs {
+		ss := sourceSeed{name: s.Name}
+		best := -1
+		for _, sd := range seeds {
+			if sd.Source == s.Name && sd.State == catalog.SeedReady && sd.Generation > best {
+				best, ss.databases, ss.roles = sd.Generation, sd.Databases, sd.Roles
+			}
+		}
+		out = append(out, ss)
+	}
+	b.sources, b.loaded = out, time.Now()
+	return out, nil
+}
+
+// catalogError is what a client is told when the catalog failed.
+func catalogError(err error) error {
+	if errors.Is(err, catalog.ErrUnavailable) {
+		return &proxy.ClientError{Code: codeCannotConnectNow, Message: "catalog unavailable",
+			Hint: "sessions already open go on; new ones work again when the catalog is back", Err: err}
+	}
+	return err
+}
+
+func noSuchBranch() error {
+	return &proxy.ClientError{Code: codeInvalidDatabase, Message: "no such source or branch"}
+}
+
+// shortID shortens a node id for messages.
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,176 @@
+package front
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/proxy"
+	"github.com/pgbranchproxy/pgbranchproxy/router"
+)
+
+// rig is a SQLite catalog with a source "app" whose current seed has database
+// app, and handles for nodes.
+type rig struct {
+	t   *testing.T
+	dsn string
+	cat *catalog.Catalog
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	dsn := filepath.Join(t.TempDir(), "catalog.db")
+	cat, err := catalog.Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	ctx := context.Background()
+	if err := cat.AddSource(ctx, catalog.Source{Name: "app", Kind: "empty"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, gen := range []struct{ db, roles string }{{"old", `{"old":{}}`}, {"app", `{"alice":{}}`}} {
+		sd, err := cat.AddSeed(ctx, catalog.Seed{Source: "app"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sd.State, sd.Databases, sd.Roles = catalog.SeedReady, []string{gen.db}, gen.roles
+		if err := cat.UpdateSeed(ctx, sd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &rig{t: t, dsn: dsn, cat: cat}
+}
+
+// node registers a node on its own handle and returns that handle.
+func (r *rig) node(id, addr string, ttl time.Duration, running int) *catalog.Catalog {
+	r.t.Helper()
+	c, err := catalog.Open(r.dsn)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	if _, err := c.Register(ctx, id, addr, ttl); err != nil {
+		r.t.Fatal(err)
+	}
+	if ttl > 0 {
+		if err := c.Heartbeat(ctx, addr, ttl, catalog.Load{Running: running}); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	return c
+}
+
+func route(t *testing.T, db string) router.Route {
+	t.Helper()
+	rt, err := router.Parse(map[string]string{"user": "alice", "database": db}, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+func addrOf(t *testing.T, b *Branches, db string) (string, error) {
+	t.Helper()
+	l, err := b.Acquire(context.Background(), route(t, db))
+	if err != nil {
+		return "", err
+	}
+	return l.(*lease).addr, nil
+}
+
+func codeOf(err error) string {
+	var ce *proxy.ClientError
+	if errors.As(err, &ce) {
+		return ce.Code
+	}
+	return ""
+}
+
+// TestPlace: a new name goes to the live, active node with the fewest running
+// branches; a node past its lease or without an address gets none; with no node
+// left the client gets 57P03.
+func TestPlace(t *testing.T) {
+	r := newRig(t)
+	b := New(r.cat, nil)
+	if _, err := addrOf(t, b, "app@new"); codeOf(err) != "57P03" {
+		t.Fatalf("no nodes: %v, want 57P03", err)
+	}
+	r.node("busy", "10.0.0.1:1", time.Hour, 5)
+	r.node("idle", "10.0.0.2:1", time.Hour, 1)
+	r.node("gone", "10.0.0.3:1", -time.Second, 0)
+	r.node("noaddr", "", time.Hour, 0)
+	if addr, err := addrOf(t, b, "app@new"); err != nil || addr != "10.0.0.2:1" {
+		t.Fatalf("placed on %q (%v), want the idle node", addr, err)
+	}
+}
+
+// TestAcquireOwner: a branch goes to its owner, a new branch of a branch to its
+// parent's owner; a branch of a node past its lease, a lost branch and a
+// missing parent each get the client's SQLSTATE.
+func TestAcquireOwner(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	n1 := r.node("n1", "10.0.0.1:1", time.Hour, 9)
+	r.node("n2", "10.0.0.2:1", time.Hour, 0)
+	if _, err := n1.InsertBranch(ctx, catalog.Branch{Source: "app", Name: "mine", State: catalog.Running}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	b := New(r.cat, nil)
+	if addr, err := addrOf(t, b, "app@mine"); err != nil || addr != "10.0.0.1:1" {
+		t.Fatalf("app@mine on %q (%v), want its owner n1", addr, err)
+	}
+	child := route(t, "app@child")
+	child.Options.From = "mine"
+	if l, err := b.Acquire(ctx, child); err != nil || l.(*lease).addr != "10.0.0.1:1" {
+		t.Fatalf("a branch of mine: %v %v, want its parent's node n1", l, err)
+	}
+	rt := route(t, "app@orphan")
+	rt.Options.From = "nosuch"
+	if _, err := b.Acquire(ctx, rt); codeOf(err) != "3D000" {
+		t.Fatalf("missing parent: %v, want 3D000", err)
+	}
+
+	late := r.node("late", "10.0.0.9:1", time.Hour, 0)
+	if _, err := late.InsertBranch(ctx, catalog.Branch{Source: "app", Name: "stale", State: catalog.Running}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := late.Register(ctx, "late", "10.0.0.9:1", -time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := addrOf(t, b, "app@stale"); codeOf(err) != "57P03" {
+		t.Fatalf("node past its lease: %v, want 57P03", err)
+	}
+	if _, err := r.cat.Janitor(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err := addrOf(t, b, "app@stale")
+	var ce *proxy.ClientError
+	if !errors.As(err, &ce) || ce.Code != "57P03" || ce.Message != "the branch was on a lost node" {
+		t.Fatalf("lost branch: %v", err)
+	}
+}
+
+// TestRolesFromCatalog: a new branch's roles are its source's current seed's, a
+// recorded branch's its own.
+func TestRolesFromCatalog(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	b := New(r.cat, nil)
+	set, err := b.Roles(ctx, route(t, "app@new"))
+	if _, ok := set["alice"]; err != nil || len(set) != 1 || !ok {
+		t.Fatalf("roles of a new branch: %v %v", set, err)
+	}
+	n1 := r.node("n1", "10.0.0.1:1", time.Hour, 0)
+	if _, err := n1.InsertBranch(ctx, catalog.Branch{Source: "app", Name: "own", State: catalog.Running, Roles: `{"bob":{}}`}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	set, err = b.Roles(ctx, route(t, "app@own"))
+	if _, ok := set["bob"]; err != nil || !ok {
+		t.Fatalf("roles of a recorded branch: %v %v", set, err)
+	}
+}

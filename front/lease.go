@@ -1,0 +1,39 @@
+package front
+
+import (
+	"context"
+	"io"
+	"net"
+
+	"github.com/pgbranchproxy/pgbranchproxy/proxy"
+)
+
+// lease is a session's way to its branch's node. The node counts the session and
+// keeps the branch's server sessions for reuse; the front keeps nothing, so the
+// lease parks nothing and releasing it has nothing to undo.
+type lease struct {
+	addr string
+	dial Dialer
+}
+
+var _ proxy.RouteForwarder = (*lease)(nil)
+
+// Dial connects to the node; the proxy then starts the session there with the
+// route in its startup parameters (ForwardsRoute). A cancel request goes the same
+// way, and the node forwards it to the branch's server.
+func (l *lease) Dial(ctx context.Context) (net.Conn, error) {
+	c, err := l.dial(ctx, l.addr)
+	if err != nil {
+		return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch's node is not reachable",
+			Hint: "try again in a moment", Err: err}
+	}
+	return c, nil
+}
+
+func (l *lease) ForwardsRoute() bool { return true }
+
+func (l *lease) TakeIdle(string) io.Closer { return nil }
+
+func (l *lease) Release() {}
+
+func (l *lease) Park(_ string, c io.Closer) { c.Close() }

@@ -1,0 +1,126 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/pgbranchproxy/pgbranchproxy/branches"
+)
+
+// startFront starts serve --role front on the catalog at url.
+func startFront(t *testing.T, url string, extra ...string) *server {
+	t.Helper()
+	dir := t.TempDir()
+	os.Chmod(dir, 0o711)
+	s := &server{t: t, state: dir, addr: freeAddr(t), stateDir: dir, noAdmin: true}
+	s.args = append([]string{"--state-dir", dir, "serve", "--role", "front", "--listen", s.addr, "--catalog", url}, extra...)
+	if !slices.Contains(extra, "--auth") {
+		s.args = append(s.args, "--auth", "trust")
+	}
+	s.start()
+	t.Cleanup(s.stop)
+	return s
+}
+
+// TestFrontRoutesToNode: a front on a shared Postgres catalog authenticates a
+// client with the roles the catalog records, creates a new branch on the node
+// (the node's row owns it), serves a running one there again with the node's
+// server session reused, forwards cancel requests, and tells a client in real
+// SQLSTATEs what went wrong: an unknown database (3D000), a node that is down
+// (57P03).
+func TestFrontRoutesToNode(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, url := startCatalog(t, ctx)
+	state := newStateDir(t)
+	node := startServer(t, state, "--catalog", url, "--role", "node")
+	node.seedSQL("app", rolesSQL+"GRANT CREATE ON SCHEMA public TO alice;")
+	fr := startFront(t, url, "--auth", "scram-sha-256", "--max-failed-logins", "-1")
+
+	if err := tryConnect(fr.dsnAs("app@viafront", "alice", "wrong", "sslmode=disable")); pgCode(err) != "28P01" {
+		t.Fatalf("wrong password through the front: %v, want 28P01", err)
+	}
+	if _, ok := node.branches()["viafront"]; ok {
+		t.Fatal("a failed login created the branch")
+	}
+	c := connectDSN(t, ctx, fr.dsnAs("app@viafront", "alice", "alice-pw", "sslmode=disable"))
+	var pid1 int
+	if err := c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, "CREATE TABLE via (v text); INSERT INTO via VALUES ('front')"); err != nil {
+		t.Fatal(err)
+	}
+	if pid := int(c.PgConn().PID()); pid != pid1 {
+		t.Errorf("the front reported pid %d, the backend is %d", pid, pid1)
+	}
+	// A cancel through the front reaches the backend on the node.
+	done := make(chan error, 1)
+	go func() { _, err := c.Exec(ctx, "SELECT pg_sleep(30)"); done <- err }()
+	eventually(t, 20*time.Second, "the sleep to start on the node", func() bool {
+		out, err := node.psql(t, "app@viafront", "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)'")
+		return err == nil && out == "1"
+	})
+	if err := c.PgConn().CancelRequest(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if pgCode(err) != "57014" {
+			t.Fatalf("cancelled sleep: %v, want 57014", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the cancel through the front did not reach the backend")
+	}
+	c.Close(ctx)
+	b := node.branches()["viafront"]
+	if id := mustStateID(t, state); b.Node != id {
+		t.Fatalf("branch viafront is node %q's, want the node %q", b.Node, id)
+	}
+	if out, err := node.psql(t, "app@viafront", "SELECT v FROM via"); err != nil || out != "front" {
+		t.Fatalf("the branch on the node: %q %v", out, err)
+	}
+	waitNoSessions(t, node, "viafront")
+
+	// Again through the front: the node hands back its parked server session.
+	c = connectDSN(t, ctx, fr.dsnAs("app@viafront", "alice", "alice-pw", "sslmode=disable"))
+	var pid2 int
+	if err := c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid2); err != nil {
+		t.Fatal(err)
+	}
+	c.Close(ctx)
+	if pid2 != pid1 {
+		t.Errorf("second session on backend %d, want the reused %d", pid2, pid1)
+	}
+
+	if err := tryConnect(fr.dsnAs("nosuchdb@x", "alice", "alice-pw", "sslmode=disable")); pgCode(err) != "3D000" {
+		t.Fatalf("unknown database through the front: %v, want 3D000", err)
+	}
+	waitNoSessions(t, node, "viafront")
+	node.stop()
+	if err := tryConnect(fr.dsnAs("app@viafront", "alice", "alice-pw", "sslmode=disable")); pgCode(err) != "57P03" {
+		t.Fatalf("branch of a stopped node: %v, want 57P03\n%s", err, fr.logs())
+	}
+}
+
+func connectDSN(t *testing.T, ctx context.Context, dsn string) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func mustStateID(t *testing.T, state string) string {
+	t.Helper()
+	id, err := branches.ReadStateID(state)
+	if err != nil || id == "" {
+		t.Fatalf("state id %q: %v", id, err)
+	}
+	return id
+}
