@@ -17,6 +17,9 @@ var ErrInUse = errors.New("catalog is in use by another server")
 
 const ownerLock = `hashtext('pgbranchproxy.catalog.owner')`
 
+// nodeLock is a node's own lock; its argument is the node id.
+const nodeLock = `hashtext('pgbranchproxy.catalog.node.' || $1)`
+
 // Own claims the catalog for this server until release is called: two servers on one
 // catalog would each reconcile the other's branches as strays. On Postgres it is a
 // session advisory lock held on a connection of its own. The lock goes with that
@@ -27,11 +30,32 @@ const ownerLock = `hashtext('pgbranchproxy.catalog.owner')`
 // lock already keeps a second server out, so Own takes nothing there. release
 // returns without waiting on the catalog.
 func (c *Catalog) Own(ctx context.Context) (release func(), err error) {
+	return c.own1(ctx, "")
+}
+
+// OwnNode claims the catalog for the node id, beside other nodes: each node
+// holds the catalog's lock shared and a lock of its own exclusively, so that
+// nodes run side by side (each reconciles only its own rows), while a server
+// that owns the catalog alone (Own) and a second process of the same node are
+// kept out. Postgres only: a SQLite catalog serves the one server of its state
+// directory. Held and given up as Own's.
+func (c *Catalog) OwnNode(ctx context.Context, id string) (release func(), err error) {
+	if c.d.name() != "postgres" {
+		return nil, errors.New("nodes share a catalog only on Postgres: serve --role node needs --catalog postgres://…")
+	}
+	if id == "" {
+		return nil, errors.New("own the catalog as a node: empty node id")
+	}
+	return c.own1(ctx, id)
+}
+
+// own1 claims the catalog alone (node "") or as the node named.
+func (c *Catalog) own1(ctx context.Context, node string) (release func(), err error) {
 	if c.d.name() != "postgres" {
 		return func() {}, nil
 	}
 	rctx, cancel := context.WithCancel(context.Background())
-	o := &owner{dsn: c.dsn, ctx: rctx, cancel: cancel}
+	o := &owner{dsn: c.dsn, node: node, ctx: rctx, cancel: cancel}
 	if err := o.take(ctx); err != nil {
 		cancel()
 		return nil, err
@@ -47,6 +71,7 @@ func (c *Catalog) Own(ctx context.Context) (release func(), err error) {
 // connection is lost.
 type owner struct {
 	dsn    string
+	node   string          // "": the catalog is owned alone; else the node that shares it
 	ctx    context.Context // ended by release
 	cancel context.CancelFunc
 	held   atomic.Bool
@@ -62,19 +87,9 @@ func (o *owner) take(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("claim the catalog: %w", err)
 	}
-	var got bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(`+ownerLock+`)`).Scan(&got); err != nil {
+	if err := o.lock(ctx, conn); err != nil {
 		conn.Close(ctx)
-		return fmt.Errorf("claim the catalog: %w", err)
-	}
-	if !got {
-		holder := ""
-		_ = conn.QueryRow(ctx, `SELECT format(' (pid %s on %s, since %s)', a.pid, coalesce(host(a.client_addr), 'a local socket'), a.backend_start)
-			FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-			WHERE l.locktype = 'advisory' AND l.granted AND l.objid = `+ownerLock+`::oid
-			AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) LIMIT 1`).Scan(&holder)
-		conn.Close(ctx)
-		return fmt.Errorf("%w: another pgbranchproxy serve holds it%s; a catalog serves one server until the multi-host roles exist", ErrInUse, holder)
+		return err
 	}
 	// The session, and with it the lock, lasts as long as this socket: the owner
 	// reads it to learn at once that the server went away, and closes it to
@@ -89,6 +104,46 @@ func (o *owner) take(ctx context.Context) error {
 	o.wg.Add(1)
 	go o.watch(hj.Conn)
 	return nil
+}
+
+// lock takes, on conn, the catalog's lock (shared for a node) and a node's own.
+func (o *owner) lock(ctx context.Context, conn *pgx.Conn) error {
+	fn := "pg_try_advisory_lock"
+	if o.node != "" {
+		fn = "pg_try_advisory_lock_shared"
+	}
+	var got bool
+	if err := conn.QueryRow(ctx, `SELECT `+fn+`(`+ownerLock+`)`).Scan(&got); err != nil {
+		return fmt.Errorf("claim the catalog: %w", err)
+	}
+	if !got {
+		what := "another pgbranchproxy serve owns it alone"
+		if o.node == "" {
+			what = "another pgbranchproxy serve holds it (alone, or as a node: serve --role node shares a catalog)"
+		}
+		return fmt.Errorf("%w: %s%s", ErrInUse, what, lockHolder(ctx, conn, ownerLock))
+	}
+	if o.node == "" {
+		return nil
+	}
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(`+nodeLock+`)`, o.node).Scan(&got); err != nil {
+		return fmt.Errorf("claim the catalog for node %s: %w", o.node, err)
+	}
+	if !got {
+		return fmt.Errorf("%w: another pgbranchproxy serve runs as node %s (the same state directory)%s", ErrInUse, o.node,
+			lockHolder(ctx, conn, nodeLock, o.node))
+	}
+	return nil
+}
+
+// lockHolder describes the session that holds the advisory lock key, for errors.
+func lockHolder(ctx context.Context, conn *pgx.Conn, key string, args ...any) string {
+	holder := ""
+	_ = conn.QueryRow(ctx, `SELECT format(' (pid %s on %s, since %s)', a.pid, coalesce(host(a.client_addr), 'a local socket'), a.backend_start)
+		FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+		WHERE l.locktype = 'advisory' AND l.granted AND l.objid = (`+key+`)::oid AND a.pid <> pg_backend_pid()
+		AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) LIMIT 1`, args...).Scan(&holder)
+	return holder
 }
 
 // watch waits for the lock's connection to end, then takes the lock again,

@@ -143,3 +143,50 @@ func testOwnAcrossRestart(t *testing.T, how string) {
 	}
 	release2()
 }
+
+// TestOwnNode: nodes share a Postgres catalog, each holding it as itself; a
+// second process of one node, and a server that owns the catalog alone, are
+// refused while nodes hold it, and nodes while such a server does. SQLite
+// catalogs have no nodes.
+func TestOwnNode(t *testing.T) {
+	eachBackend(t, func(t *testing.T, bk backend) {
+		ctx := context.Background()
+		c1, dsn := bk.open(t)
+		if bk.name == "sqlite" {
+			if _, err := c1.OwnNode(ctx, "n1"); err == nil {
+				t.Fatal("OwnNode of a SQLite catalog worked")
+			}
+			return
+		}
+		c2, c3 := openAgain(t, dsn), openAgain(t, dsn)
+		r1, err := c1.OwnNode(ctx, "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := c2.OwnNode(ctx, "n2")
+		if err != nil {
+			t.Fatalf("a second node beside the first: %v", err)
+		}
+		if _, err := c3.OwnNode(ctx, "n1"); !errors.Is(err, catalog.ErrInUse) || !strings.Contains(err.Error(), "node n1") || !strings.Contains(err.Error(), "pid") {
+			t.Fatalf("a second n1 = %v, want ErrInUse naming the node and its holder", err)
+		}
+		if _, err := c3.Own(ctx); !errors.Is(err, catalog.ErrInUse) {
+			t.Fatalf("Own beside nodes = %v, want ErrInUse", err)
+		}
+		r1()
+		r2()
+		alone, err := c3.Own(ctx)
+		if err != nil {
+			t.Fatalf("Own once the nodes left: %v", err)
+		}
+		if _, err := c1.OwnNode(ctx, "n1"); !errors.Is(err, catalog.ErrInUse) {
+			t.Fatalf("a node beside a server that owns the catalog alone = %v, want ErrInUse", err)
+		}
+		alone()
+		r1, err = c1.OwnNode(ctx, "n1")
+		if err != nil {
+			t.Fatalf("n1 again: %v", err)
+		}
+		r1()
+	})
+}
