@@ -63,7 +63,7 @@ func (l *Lease) Release() {
 // branch; if ctx ends first Acquire returns an error wrapping ErrNotReady and the work
 // goes on.
 func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, error) {
-	source, err := router.ResolveSource(route, m.routerSources())
+	source, err := m.resolveSource(ctx, route)
 	if err != nil {
 		return nil, err
 	}

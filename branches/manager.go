@@ -71,6 +71,10 @@ type Config struct {
 	Warm int
 	// Prewarm, if set, opens server sessions on pool members ahead of their clients.
 	Prewarm Prewarmer
+	// Join makes this server one node of several on a shared Postgres catalog
+	// (serve --role node): it holds the catalog beside the others rather than
+	// alone, and an empty state directory joins as a new node (joinCatalog).
+	Join bool
 	// NodeDeadAfter is how long past its lease a node of the catalog must be before
 	// this server's janitor declares it dead (node.go); default 60s.
 	NodeDeadAfter time.Duration
@@ -213,15 +217,8 @@ func open(ctx context.Context, cfg Config, log *zap.Logger) (*Manager, error) {
 		return nil, err
 	}
 	log.Info("catalog", zap.String("backend", cat.Backend()), zap.String("at", catalog.Redact(cfg.Catalog)))
-	disown, err := cat.Own(ctx)
+	disown, err := ownCatalog(ctx, cat, cfg)
 	if err != nil {
-		cat.Close()
-		return nil, err
-	}
-	// Only once the catalog is this server's, and known to be this state
-	// directory's, may reconcile remove what it has no row for.
-	if err := bindCatalog(ctx, cat, cfg.StateDir, catalog.Redact(cfg.Catalog)); err != nil {
-		disown()
 		cat.Close()
 		return nil, err
 	}

@@ -24,6 +24,11 @@ func (m *Manager) reaper(ctx context.Context) {
 		case <-t.C:
 		case <-m.kick:
 		}
+		if m.cfg.Join {
+			if err := m.syncSources(ctx); err != nil {
+				m.log.Debug("read the catalog's sources", zap.Error(err))
+			}
+		}
 		m.reapPass(ctx)
 		m.pruneLogs(ctx) // not in reapPass, which a client's create may run inline
 	}

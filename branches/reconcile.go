@@ -128,6 +128,11 @@ func (m *Manager) reconcileSeeds(ctx context.Context) error {
 		m.sources[s.Name] = &sourceState{src: s}
 	}
 	for _, sd := range seeds {
+		if sd.State != catalog.SeedReady && m.cfg.Join {
+			// Another node may be building it: seeds carry no owner yet, so a node
+			// of several leaves unfinished ones alone.
+			continue
+		}
 		if sd.State != catalog.SeedReady {
 			m.log.Info("removing seed whose build was interrupted", zap.String("source", sd.Source), zap.Int("generation", sd.Generation))
 			os.RemoveAll(m.buildDir(sd))
@@ -143,6 +148,10 @@ func (m *Manager) reconcileSeeds(ctx context.Context) error {
 		}
 	}
 	for name, st := range m.sources {
+		if st.seed == nil && m.cfg.Join {
+			delete(m.sources, name) // its first seed may be building on another node
+			continue
+		}
 		if st.seed == nil {
 			m.log.Info("removing source whose first seed never finished", zap.String("source", name))
 			if err := m.cat.DeleteSource(ctx, name); err != nil {

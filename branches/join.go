@@ -1,0 +1,83 @@
+package branches
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+)
+
+// joinCatalog checks that the state directory may serve as a node of cat, one
+// of several (Config.Join), and returns its node id: the directory's own id if
+// the catalog knows it as a node (a node restarting), or a new one for a
+// directory that holds nothing (a node joining). A directory with data the
+// catalog does not know as a node is refused, as bindCatalog refuses a catalog
+// that is not the directory's: reconcile would remove what it has no row for.
+// Nodes do not bind the catalog to one directory, and never take over rows of
+// no node (ClearOwners): those are a single server's.
+func joinCatalog(ctx context.Context, cat *catalog.Catalog, stateDir, where string) (string, error) {
+	id, err := ReadStateID(stateDir)
+	if err != nil {
+		return "", err
+	}
+	catID, err := cat.StateID(ctx)
+	if err != nil {
+		return "", err
+	}
+	if strings.HasPrefix(catID, catalog.RetiredPrefix) {
+		return "", fmt.Errorf("%w: the catalog %s was copied to another by catalog migrate; serve with the new catalog (--catalog)",
+			ErrNotBound, where)
+	}
+	if id != "" && id == catID {
+		return id, nil
+	}
+	if id != "" {
+		nodes, err := cat.Nodes(ctx)
+		if err != nil {
+			return "", err
+		}
+		for _, n := range nodes {
+			if n.ID == id {
+				return id, nil
+			}
+		}
+	}
+	hasData, err := HoldsData(stateDir)
+	if err != nil {
+		return "", fmt.Errorf("look for branches and seeds in %s: %w", stateDir, err)
+	}
+	if hasData {
+		return "", fmt.Errorf("%w: the state directory %s holds branches or seeds, and the catalog %s does not know it as a node; "+
+			"serve it with the catalog it was used with, or join with an empty state directory", ErrNotBound, stateDir, where)
+	}
+	if id == "" {
+		id = NewStateID()
+		if err := WriteStateID(stateDir, id); err != nil {
+			return "", err
+		}
+	}
+	return id, nil
+}
+
+// ownCatalog claims the catalog for this server, alone or as a node, once it is
+// known to be the state directory's: only then may reconcile remove what it has
+// no row for.
+func ownCatalog(ctx context.Context, cat *catalog.Catalog, cfg Config) (disown func(), err error) {
+	where := catalog.Redact(cfg.Catalog)
+	if cfg.Join {
+		id, err := joinCatalog(ctx, cat, cfg.StateDir, where)
+		if err != nil {
+			return nil, err
+		}
+		return cat.OwnNode(ctx, id)
+	}
+	if disown, err = cat.Own(ctx); err != nil {
+		return nil, err
+	}
+	if err := bindCatalog(ctx, cat, cfg.StateDir, where); err != nil {
+		disown()
+		return nil, err
+	}
+	return disown, nil
+}

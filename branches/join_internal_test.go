@@ -1,0 +1,68 @@
+package branches
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+)
+
+// A node joins a catalog of other nodes with an empty state directory (a new id
+// is written), and again with its own (the catalog knows it as a node); a state
+// directory with data the catalog does not know as a node is refused and left as
+// it was, and so is a catalog that catalog migrate retired.
+func TestJoinCatalog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cat, err := catalog.Open(filepath.Join(t.TempDir(), "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	if _, err := cat.Register(ctx, "other", "10.0.0.1:1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+
+	fresh := t.TempDir()
+	id, err := joinCatalog(ctx, cat, fresh, "cat")
+	if err != nil || id == "" || id == "other" {
+		t.Fatalf("an empty state directory joins: %q %v", id, err)
+	}
+	if onFile, _ := ReadStateID(fresh); onFile != id {
+		t.Fatalf("state-id file %q, want %q", onFile, id)
+	}
+	if _, err := cat.Register(ctx, id, "10.0.0.2:1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(fresh, "seeds", "s"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := joinCatalog(ctx, cat, fresh, "cat"); err != nil || again != id {
+		t.Fatalf("a known node with data joins again: %q %v", again, err)
+	}
+
+	stranger := t.TempDir()
+	if err := WriteStateID(stranger, "stranger"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(stranger, "branches", "7"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := joinCatalog(ctx, cat, stranger, "cat"); !errors.Is(err, ErrNotBound) {
+		t.Fatalf("a state directory with data unknown to the catalog: %v, want ErrNotBound", err)
+	}
+	if onFile, _ := ReadStateID(stranger); onFile != "stranger" {
+		t.Fatalf("the refused directory's id became %q", onFile)
+	}
+
+	if err := cat.Retire(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := joinCatalog(ctx, cat, t.TempDir(), "cat"); !errors.Is(err, ErrNotBound) {
+		t.Fatalf("a retired catalog: %v, want ErrNotBound", err)
+	}
+}

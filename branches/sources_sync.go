@@ -1,0 +1,65 @@
+package branches
+
+import (
+	"context"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/router"
+	"go.uber.org/zap"
+)
+
+// On a node of several (Config.Join) a source is added, and refreshed, on the
+// node whose admin API was asked; the others learn of it from the catalog: when
+// a client names a source they do not know, and at each reaper pass. Seeds of
+// nodes on one host are read where their builder put them (a branch's lowest
+// layer is the seed's recorded directory); nodes on other hosts need the seed
+// copied to the same path first, which nothing does yet.
+
+// syncSources takes, from the catalog, the sources this node does not know and
+// the newer ready seeds of those it does. It removes nothing.
+func (m *Manager) syncSources(ctx context.Context) error {
+	srcs, err := m.cat.Sources(ctx)
+	if err != nil {
+		return err
+	}
+	seeds, err := m.cat.Seeds(ctx)
+	if err != nil {
+		return err
+	}
+	newest := map[string]catalog.Seed{}
+	for _, sd := range seeds {
+		if sd.State == catalog.SeedReady && sd.Generation > newest[sd.Source].Generation {
+			newest[sd.Source] = sd
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range srcs {
+		sd, ok := newest[s.Name]
+		if !ok {
+			continue
+		}
+		st := m.sources[s.Name]
+		switch {
+		case st == nil:
+			m.sources[s.Name] = &sourceState{src: s, seed: &sd}
+		case st.seed == nil || st.seed.Generation < sd.Generation:
+			st.src, st.seed = s, &sd
+		}
+	}
+	return nil
+}
+
+// resolveSource finds the route's source; a node of several that knows none
+// reads the catalog's sources once and tries again.
+func (m *Manager) resolveSource(ctx context.Context, route router.Route) (string, error) {
+	source, err := router.ResolveSource(route, m.routerSources())
+	if err == nil || !m.cfg.Join {
+		return source, err
+	}
+	if serr := m.syncSources(ctx); serr != nil {
+		m.log.Warn("read the catalog's sources", zap.Error(serr))
+		return "", err
+	}
+	return router.ResolveSource(route, m.routerSources())
+}
