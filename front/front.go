@@ -1,7 +1,7 @@
 // Package front routes sessions to the nodes that serve their branches. A front
 // holds no branch and starts no server: it authenticates the client with the
 // roles the catalog records, finds the branch's node in the catalog (or, for a
-// new name, the node with the most room), and opens the session on that node's
+// new name, a node chosen by the name), and opens the session on that node's
 // listener with the route in the startup parameters. The node creates or wakes
 // the branch and carries the session to its server as it does for its own
 // clients; its answers, errors included, reach the client through the front.
@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"slices"
 	"sync"
@@ -90,8 +91,7 @@ func (b *Branches) Roles(ctx context.Context, r router.Route) (roles.Set, error)
 }
 
 // Acquire finds the node that serves the route's branch: its owner, the owner of
-// its parent for a new branch of a branch, else the live node with the fewest
-// running branches. The node counts the session; the lease only connects to it.
+// its parent for a new branch of a branch, else the live node place picks. The node counts the session; the lease only connects to it.
 func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, error) {
 	src, err := b.resolve(ctx, r)
 	if err != nil {
@@ -110,11 +110,11 @@ func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, er
 		}
 	}
 	if rt.Branch.ID == 0 {
-		addr, err := b.place(ctx)
+		addr, err := b.place(ctx, src.name, r.Branch)
 		if err != nil {
 			return nil, err
 		}
-		return &lease{addr: addr, dial: b.dial}, nil
+		return &lease{addr: addr, source: src.name, dial: b.dial}, nil
 	}
 	if rt.Branch.State == catalog.Lost {
 		return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch was on a lost node",
@@ -124,31 +124,43 @@ func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, er
 		return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch's node is not serving",
 			Hint: fmt.Sprintf("node %s holds the branch and has not renewed its lease; try again when it is back", shortID(rt.NodeID))}
 	}
-	return &lease{addr: rt.NodeAddr, dial: b.dial}, nil
+	return &lease{addr: rt.NodeAddr, source: src.name, dial: b.dial}, nil
 }
 
-// place picks the node for a new branch: a live, active node with an address,
-// the one with the fewest running branches (the lowest slot among equals).
-func (b *Branches) place(ctx context.Context) (string, error) {
+// place picks the node for a new branch: of the live, active nodes with an
+// address, the one that ranks highest for the name (rendezvous hashing), so
+// that every front that sees the same nodes sends a new name's clients to the
+// same node, whose single flight creates the branch once.
+func (b *Branches) place(ctx context.Context, source, name string) (string, error) {
 	nodes, err := b.cat.Nodes(ctx)
 	if err != nil {
 		return "", catalogError(err)
 	}
-	var best *catalog.Node
-	for i := range nodes {
-		n := &nodes[i]
+	best, bestRank := "", uint64(0)
+	for _, n := range nodes {
 		if n.State != catalog.NodeActive || n.LeaseAge >= 0 || n.Addr == "" {
 			continue
 		}
-		if best == nil || n.Load.Running < best.Load.Running {
-			best = n
+		if r := rank(source, name, n.ID); best == "" || r > bestRank {
+			best, bestRank = n.Addr, r
 		}
 	}
-	if best == nil {
+	if best == "" {
 		return "", &proxy.ClientError{Code: codeCannotConnectNow, Message: "no node is available to create the branch",
 			Hint: "start a pgbranchproxy node on this catalog (serve --role node)"}
 	}
-	return best.Addr, nil
+	return best, nil
+}
+
+// rank is a node's rank for a branch name.
+func rank(source, name, node string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(source))
+	h.Write([]byte{0})
+	h.Write([]byte(name))
+	h.Write([]byte{0})
+	h.Write([]byte(node))
+	return h.Sum64()
 }
 
 // resolve finds the route's source, reading the sources again once if the

@@ -3,6 +3,7 @@ package front
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -91,21 +92,33 @@ func codeOf(err error) string {
 	return ""
 }
 
-// TestPlace: a new name goes to the live, active node with the fewest running
-// branches; a node past its lease or without an address gets none; with no node
-// left the client gets 57P03.
+// TestPlace: a new name goes to a live, active node with an address, always the
+// same one for the same name (so that fronts agree), and names spread over the
+// live nodes; with no node left the client gets 57P03.
 func TestPlace(t *testing.T) {
 	r := newRig(t)
 	b := New(r.cat, nil)
 	if _, err := addrOf(t, b, "app@new"); codeOf(err) != "57P03" {
 		t.Fatalf("no nodes: %v, want 57P03", err)
 	}
-	r.node("busy", "10.0.0.1:1", time.Hour, 5)
-	r.node("idle", "10.0.0.2:1", time.Hour, 1)
+	r.node("a", "10.0.0.1:1", time.Hour, 5)
+	r.node("b", "10.0.0.2:1", time.Hour, 1)
 	r.node("gone", "10.0.0.3:1", -time.Second, 0)
 	r.node("noaddr", "", time.Hour, 0)
-	if addr, err := addrOf(t, b, "app@new"); err != nil || addr != "10.0.0.2:1" {
-		t.Fatalf("placed on %q (%v), want the idle node", addr, err)
+	got := map[string]int{}
+	for i := range 64 {
+		name := fmt.Sprintf("app@n%d", i)
+		addr, err := addrOf(t, b, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, _ := addrOf(t, New(r.cat, nil), name); again != addr {
+			t.Fatalf("%s placed on %s, then on %s", name, addr, again)
+		}
+		got[addr]++
+	}
+	if len(got) != 2 || got["10.0.0.1:1"] < 16 || got["10.0.0.2:1"] < 16 {
+		t.Fatalf("64 names placed %v, want them spread over the two live nodes", got)
 	}
 }
 

@@ -6,20 +6,22 @@ import (
 	"net"
 
 	"github.com/pgbranchproxy/pgbranchproxy/proxy"
+	"github.com/pgbranchproxy/pgbranchproxy/router"
 )
 
 // lease is a session's way to its branch's node. The node counts the session and
 // keeps the branch's server sessions for reuse; the front keeps nothing, so the
 // lease parks nothing and releasing it has nothing to undo.
 type lease struct {
-	addr string
-	dial Dialer
+	addr   string
+	source string // the source the front resolved
+	dial   Dialer
 }
 
 var _ proxy.RouteForwarder = (*lease)(nil)
 
 // Dial connects to the node; the proxy then starts the session there with the
-// route in its startup parameters (ForwardsRoute). A cancel request goes the same
+// route in its startup parameters (RouteParams). A cancel request goes the same
 // way, and the node forwards it to the branch's server.
 func (l *lease) Dial(ctx context.Context) (net.Conn, error) {
 	c, err := l.dial(ctx, l.addr)
@@ -30,7 +32,11 @@ func (l *lease) Dial(ctx context.Context) (net.Conn, error) {
 	return c, nil
 }
 
-func (l *lease) ForwardsRoute() bool { return true }
+// RouteParams names the source for the node, which may know others by the
+// same database.
+func (l *lease) RouteParams() map[string]string {
+	return map[string]string{router.OptSource: l.source}
+}
 
 func (l *lease) TakeIdle(string) io.Closer { return nil }
 

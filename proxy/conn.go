@@ -135,14 +135,17 @@ func (s *Server) handle(raw net.Conn) {
 // pgbranchproxy that routes the session again (RouteForwarder).
 func serverParams(lease Lease, client map[string]string, route router.Route) map[string]string {
 	f, ok := lease.(RouteForwarder)
-	if !ok || !f.ForwardsRoute() {
+	if !ok {
 		return route.Params
 	}
-	out := make(map[string]string, len(client))
+	out := make(map[string]string, len(client)+1)
 	for k, v := range client {
 		out[k] = v
 	}
 	out["database"] = route.Database + "@" + route.Branch
+	for k, v := range f.RouteParams() {
+		out[k] = v
+	}
 	return out
 }
 

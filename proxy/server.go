@@ -38,9 +38,10 @@ type Lease interface {
 // A RouteForwarder is a Lease whose server is another pgbranchproxy that routes
 // the session itself (a node behind a front): it is sent the client's startup
 // parameters with the route in them (database@branch and the pgbranch.*
-// settings) rather than the branch server's.
+// settings) rather than the branch server's, and the parameters RouteParams
+// adds (the source the front resolved, so that the node need not guess).
 type RouteForwarder interface {
-	ForwardsRoute() bool
+	RouteParams() map[string]string
 }
 
 // Branches finds or creates the branch a route names and leases it for one session,

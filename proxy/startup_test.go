@@ -207,7 +207,9 @@ func TestReadMessage(t *testing.T) {
 
 type forwardingLease struct{ Lease }
 
-func (forwardingLease) ForwardsRoute() bool { return true }
+func (forwardingLease) RouteParams() map[string]string {
+	return map[string]string{"pgbranch.source": "s1"}
+}
 
 // A node behind a front is sent the client's own parameters, with the route made
 // explicit (a default branch included); a branch server gets the route's.
@@ -218,7 +220,7 @@ func TestServerParams(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := serverParams(forwardingLease{}, client, route)
-	if got["database"] != "app@main" || got["options"] != "-c pgbranch.ttl=1h" || got["user"] != "u" || got["application_name"] != "x" {
+	if got["database"] != "app@main" || got["pgbranch.source"] != "s1" || got["options"] != "-c pgbranch.ttl=1h" || got["user"] != "u" || got["application_name"] != "x" {
 		t.Fatalf("forwarded params %v", got)
 	}
 	if client["database"] != "app" {

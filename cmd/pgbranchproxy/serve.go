@@ -156,6 +156,9 @@ func serve(g *globalFlags, f *serveFlags) error {
 	case roleFront:
 		return serveFront(g, f)
 	case roleNode:
+		if !postgresURL(f.catalog) {
+			return errors.New("--role node needs --catalog postgres://…: nodes and fronts share one catalog")
+		}
 		// Fronts authenticate; a node trusts the sessions they open.
 		f.auth = proxy.AuthTrust
 	default:
@@ -259,6 +262,7 @@ func serve(g *globalFlags, f *serveFlags) error {
 		Warm:              f.warm,
 		Prewarm:           prewarmer{users: f.warmUsers},
 		NodeDeadAfter:     f.nodeDeadAfter,
+		Join:              f.role == roleNode,
 	}, log.Named("branches"))
 	if err != nil {
 		return err

@@ -22,11 +22,15 @@ const (
 	roleNode  = "node"
 )
 
+func postgresURL(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
 // serveFront runs a front: the client-facing proxy alone, routing each session to
 // the node that serves its branch, with the catalog as the only shared state. It
 // needs no root and runs no branch.
 func serveFront(g *globalFlags, f *serveFlags) error {
-	if !strings.HasPrefix(f.catalog, "postgres://") && !strings.HasPrefix(f.catalog, "postgresql://") {
+	if !postgresURL(f.catalog) {
 		return errors.New("--role front needs --catalog postgres://…: fronts and nodes share one catalog")
 	}
 	if err := checkProxyFlags(f); err != nil {

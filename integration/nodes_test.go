@@ -1,0 +1,102 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestFrontsAndNodes: two nodes and two fronts on one Postgres catalog. A source
+// added on one node serves branches on both; new names spread over the nodes,
+// and twenty clients racing for one new name through both fronts all land on
+// one branch; a node killed takes only its own branches away (57P03 through
+// either front), and once it is back they are served again.
+func TestFrontsAndNodes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	_, url := startCatalog(t, ctx)
+	stateA, stateB := newStateDir(t), newStateDir(t)
+	a := startServer(t, stateA, "--catalog", url, "--role", "node")
+	b := startServer(t, stateB, "--catalog", url, "--role", "node")
+	a.seedSQL("app", lifecycleSQL)
+	f1, f2 := startFront(t, url), startFront(t, url)
+
+	on := map[string]string{} // branch -> node server ("a" or "b")
+	for i := range 16 {
+		name := fmt.Sprintf("n%d", i)
+		fr := []*server{f1, f2}[i%2]
+		if out, err := fr.psql(t, "app@"+name, "UPDATE t SET v = '"+name+"' WHERE id = 1 RETURNING v"); err != nil || out != name+"\nUPDATE 1" {
+			t.Fatalf("write %s through a front: %q %v\n%s", name, out, err, fr.logs())
+		}
+	}
+	for _, n := range []struct {
+		id string
+		s  *server
+	}{{"a", a}, {"b", b}} {
+		for name := range n.s.branches() {
+			if prev, dup := on[name]; dup {
+				t.Fatalf("branch %s on node %s and on node %s", name, prev, n.id)
+			}
+			on[name] = n.id
+		}
+	}
+	count := map[string]int{}
+	for _, n := range on {
+		count[n]++
+	}
+	if len(on) != 16 || count["a"] == 0 || count["b"] == 0 {
+		t.Fatalf("16 new branches landed %v, want all 16 spread over both nodes", count)
+	}
+
+	// Twenty clients race for one new name through both fronts.
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fr := []*server{f1, f2}[i%2]
+			if out, err := fr.psql(t, "app@race", "SELECT v FROM t WHERE id = 2"); err != nil || out != "seed" {
+				errs <- fmt.Errorf("client %d: %q %v", i, out, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	_, onA := a.branches()["race"]
+	_, onB := b.branches()["race"]
+	if onA == onB {
+		t.Fatalf("branch race on node a: %v, on node b: %v; want exactly one", onA, onB)
+	}
+
+	// Node b dies: its branches are refused, a's are served, through either front.
+	var ofA, ofB string
+	for name, n := range on {
+		if n == "a" {
+			ofA = name
+		} else {
+			ofB = name
+		}
+	}
+	b.kill9()
+	for _, fr := range []*server{f1, f2} {
+		if out, err := fr.psql(t, "app@"+ofA, "SELECT v FROM t WHERE id = 1"); err != nil || out != ofA {
+			t.Fatalf("%s on the live node: %q %v", ofA, out, err)
+		}
+		if err := tryConnect(fr.dsn("app@" + ofB)); pgCode(err) != "57P03" {
+			t.Fatalf("%s on the dead node: %v, want 57P03", ofB, err)
+		}
+	}
+	// Back again (same state directory: the same node, next epoch), it serves its
+	// branches with their data.
+	b.start()
+	eventually(t, 20*time.Second, ofB+" served again", func() bool {
+		out, err := f1.psql(t, "app@"+ofB, "SELECT v FROM t WHERE id = 1")
+		return err == nil && out == ofB
+	})
+}
