@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/pgbranchproxy/pgbranchproxy/cluster"
 	"github.com/spf13/cobra"
 )
 
@@ -14,8 +15,8 @@ const (
 	exitOK       = 0 // done
 	exitError    = 1 // anything else: the server failed, could not be reached, refused
 	exitUsage    = 2 // bad command line: unknown command or flag, wrong arguments
-	exitNotFound = 3 // the branch or source does not exist
-	exitExists   = 4 // the branch or source already exists (create without --if-not-exists)
+	exitNotFound = 3 // the branch or source does not exist; cluster issue: the directory has no CA
+	exitExists   = 4 // the branch or source already exists (create without --if-not-exists); the cluster CA or member already exists
 )
 
 // usageError is a mistake on the command line.
@@ -36,8 +37,10 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ue), strings.HasPrefix(err.Error(), "unknown command"):
 		return exitUsage
-	case isStatus(err, http.StatusNotFound):
+	case isStatus(err, http.StatusNotFound), errors.Is(err, cluster.ErrNoCA):
 		return exitNotFound
+	case errors.Is(err, cluster.ErrExists):
+		return exitExists
 	case isStatus(err, http.StatusConflict) && strings.Contains(err.Error(), "already exists"):
 		return exitExists
 	}

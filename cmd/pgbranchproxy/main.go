@@ -47,7 +47,7 @@ func newRoot() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.config, "config", "", "file of flag settings, one \"name = value\" a line (# comments); the command line and PGBRANCH_* win")
 	root.PersistentFlags().StringVar(&g.adminURL, "admin-url", "", "reach a server's admin API over TCP (its --admin-listen), e.g. http://db-host:6433, instead of the state directory's socket")
 	root.PersistentFlags().StringVar(&g.adminToken, "admin-token", "", "bearer token for --admin-url")
-	root.AddCommand(newServe(g), newSource(g), newBranch(g), newInfo(g), newToken(g), newAudit(g), newCatalog(g), newNode(g))
+	root.AddCommand(newServe(g), newSource(g), newBranch(g), newInfo(g), newToken(g), newAudit(g), newCatalog(g), newNode(g), newCluster())
 	markUsageErrors(root)
 	return root
 }
