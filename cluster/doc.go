@@ -19,6 +19,6 @@
 //
 // The package imports nothing of the project's: it does file and crypto work
 // only, keeps no global state and does not log. Its functions are safe for
-// concurrent use; two Init or Issue calls on one directory do not overwrite each
-// other's files (one gets ErrExists). Errors wrap the sentinels in errors.go.
+// concurrent use; two Init calls, or two Issue calls of one member without Force,
+// on one directory do not overwrite each other's files (one gets ErrExists). Errors wrap the sentinels in errors.go.
 package cluster
