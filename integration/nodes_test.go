@@ -3,9 +3,13 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // TestFrontsAndNodes: two nodes and two fronts on one Postgres catalog. A source
@@ -83,6 +87,8 @@ func TestFrontsAndNodes(t *testing.T) {
 			ofB = name
 		}
 	}
+	testCancelAcrossFronts(t, ctx, f1, f2, a, ofA)
+
 	b.kill9()
 	for _, fr := range []*server{f1, f2} {
 		if out, err := fr.psql(t, "app@"+ofA, "SELECT v FROM t WHERE id = 1"); err != nil || out != ofA {
@@ -99,4 +105,58 @@ func TestFrontsAndNodes(t *testing.T) {
 		out, err := f1.psql(t, "app@"+ofB, "SELECT v FROM t WHERE id = 1")
 		return err == nil && out == ofB
 	})
+}
+
+// testCancelAcrossFronts: a session opened through one front is cancelled by a
+// request sent to the other (as a load balancer may send it); a request with a
+// wrong key cancels nothing.
+func testCancelAcrossFronts(t *testing.T, ctx context.Context, f1, f2, node *server, branch string) {
+	t.Helper()
+	c := connectDSN(t, ctx, f1.dsn("app@"+branch))
+	defer c.Close(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := c.Exec(ctx, "SELECT pg_sleep(30)"); done <- err }()
+	sleeping := func() bool {
+		out, err := node.psql(t, "app@"+branch, "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)'")
+		return err == nil && out == "1"
+	}
+	eventually(t, 20*time.Second, "the sleep to start on the node", sleeping)
+	pid, secret := c.PgConn().PID(), c.PgConn().SecretKey()
+	wrong := append([]byte(nil), secret...)
+	wrong[0] ^= 0xff
+	sendCancel(t, f2.addr, pid, wrong)
+	if !sleeping() {
+		t.Fatal("a cancel with a wrong key stopped the query")
+	}
+	sendCancel(t, f2.addr, pid, secret)
+	select {
+	case err := <-done:
+		if pgCode(err) != "57014" {
+			t.Fatalf("cancelled through the other front: %v, want 57014", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a cancel sent to the other front did not reach the backend")
+	}
+}
+
+// sendCancel sends a CancelRequest to addr and waits until the proxy has closed
+// the connection, which it does once it has passed the request on.
+func sendCancel(t *testing.T, addr string, pid uint32, secret []byte) {
+	t.Helper()
+	msg, err := (&pgproto3.CancelRequest{ProcessID: pid, SecretKey: secret}).Encode(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := c.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, c); err != nil {
+		t.Fatalf("waiting for the proxy to close the cancel connection: %v", err)
+	}
 }

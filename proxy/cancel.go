@@ -61,6 +61,21 @@ func (c *cancels) issue(t cancelTarget, secretLen int) []byte {
 	}
 }
 
+// keep registers t under its own key, the one its server issued, when no session
+// holds that key already: a session on a node behind a front, whose client is
+// given the node's key so that a cancel reaching any front can be passed to the
+// node (Config.CancelElsewhere).
+func (c *cancels) keep(t cancelTarget) bool {
+	k := cancelKey(t.pid, t.secret)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, taken := c.m[k]; taken {
+		return false
+	}
+	c.m[k] = &cancelEntry{target: t}
+	return true
+}
+
 // revoke ends a key and waits for the cancels it is forwarding: once it returns, no
 // cancel of that session can reach its server session, which may serve another
 // client next.

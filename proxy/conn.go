@@ -98,11 +98,7 @@ func (s *Server) handle(raw net.Conn) {
 		s.refuse(conn, log, err)
 		return
 	}
-	secretLen := 4
-	if st.version&0xffff >= newestMinor {
-		secretLen = 32 // protocol 3.2 allows up to 256 bytes; Postgres 18 uses 32
-	}
-	secret := s.cancels.issue(cancelTarget{dial: lease.Dial, pid: sc.pid, secret: sc.secret, issuedFor: route.Params["database"]}, secretLen)
+	secret := s.cancelSecret(lease, sc, st.version, route.Params["database"])
 	if ce := log.Check(zap.DebugLevel, "session started"); ce != nil {
 		ce.Write(zap.Duration("startup", time.Since(start)), zap.Bool("reused", reused), zap.Uint32("pid", sc.pid))
 	}
@@ -128,6 +124,22 @@ func (s *Server) handle(raw net.Conn) {
 		return
 	}
 	s.endSession(lease, sc, end == relayIdle, appName, log)
+}
+
+// cancelSecret registers the session's cancel key and returns the secret to give
+// its client: the proxy's own, random, or for a session on a node behind a front
+// (RouteForwarder) the node's, passed through, so that a cancel that reaches
+// another front can still be passed to the node that knows it.
+func (s *Server) cancelSecret(lease Lease, sc *serverConn, version uint32, issuedFor string) []byte {
+	t := cancelTarget{dial: lease.Dial, pid: sc.pid, secret: sc.secret, issuedFor: issuedFor}
+	if _, ok := lease.(RouteForwarder); ok && s.cancels.keep(t) {
+		return sc.secret
+	}
+	secretLen := 4
+	if version&0xffff >= newestMinor {
+		secretLen = 32 // protocol 3.2 allows up to 256 bytes; Postgres 18 uses 32
+	}
+	return s.cancels.issue(t, secretLen)
 }
 
 // serverParams returns the startup parameters for the lease's server: the route's
@@ -503,6 +515,9 @@ func (s *Server) handleCancel(body []byte, log *zap.Logger) {
 	t, ok, err := s.cancels.forward(req.ProcessID, req.SecretKey, s.cfg.CancelTimeout)
 	if ok && err != nil {
 		log.Warn("forward cancel request", zap.String("session", t.issuedFor), zap.Error(err))
+	}
+	if !ok && s.cfg.CancelElsewhere != nil {
+		s.cfg.CancelElsewhere(req.ProcessID, req.SecretKey, s.cfg.CancelTimeout)
 	}
 }
 

@@ -73,6 +73,10 @@ type Config struct {
 	MaxStartupPacket int
 	// CancelTimeout bounds forwarding one cancel request (default 5s).
 	CancelTimeout time.Duration
+	// CancelElsewhere, if set, is given the cancel requests whose key no session
+	// of this proxy holds (a front passes them to the nodes: the key may be one a
+	// node issued to a client of another front).
+	CancelElsewhere func(pid uint32, secret []byte, timeout time.Duration)
 	// Auth is how clients authenticate at the proxy: AuthSCRAM, AuthMD5 or AuthTrust.
 	// The zero value is AuthTrust; the command's default is AuthSCRAM.
 	Auth string

@@ -62,6 +62,7 @@ func serveFront(g *globalFlags, f *serveFlags) error {
 	defer cat.Close()
 	// Server sessions are kept by the nodes, which own them: the front passes each
 	// session's end on to its node.
+	routes := front.New(cat, nil)
 	px, err := proxy.New(proxy.Config{
 		DefaultBranch:   f.defaultBranch,
 		AcquireTimeout:  f.startupTimeout,
@@ -73,7 +74,8 @@ func serveFront(g *globalFlags, f *serveFlags) error {
 		FailedLogins:    f.failedLogins,
 		Relay:           f.relay,
 		KernelLoadFails: f.relayFailLoad,
-	}, front.New(cat, nil), log.Named("proxy"))
+		CancelElsewhere: routes.CancelElsewhere,
+	}, routes, log.Named("proxy"))
 	if err != nil {
 		return err
 	}
