@@ -250,7 +250,7 @@ func (s *Server) relaySession(conn, raw net.Conn, sc *serverConn, park *parkAfte
 	if s.cfg.Reuse {
 		track = &sessionTrack{}
 	}
-	if tc := plainTCP(conn); tc != nil && len(s.pumps) > 0 {
+	if tc := plainTCP(conn); tc != nil && len(s.pumps) > 0 && sc.socket() {
 		var reset *pumpReset
 		if track != nil && !s.retired(sc) {
 			reset = newPumpReset(sc.resetQueries(appName), s.cfg.CancelTimeout, park.ended)

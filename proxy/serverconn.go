@@ -296,6 +296,16 @@ func (sc *serverConn) resetQueries(appName string) []string {
 
 // detach makes fd, a socket the epoll pump handed back, the session's connection,
 // outside Go's netpoller: the next pumped session takes it as it is.
+// socket reports whether the session's connection is a bare socket, which the
+// pump can take (a TLS connection to a node is not).
+func (sc *serverConn) socket() bool {
+	if sc.Conn == nil {
+		return sc.fd >= 0
+	}
+	_, ok := sc.Conn.(syscall.Conn)
+	return ok
+}
+
 func (sc *serverConn) detach(fd int) { sc.Conn, sc.fd = nil, fd }
 
 // attach gives a detached session's socket to a Go connection, for the relays and
