@@ -1,6 +1,7 @@
 package branches
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -16,10 +17,18 @@ import (
 // that is not the directory's: reconcile would remove what it has no row for.
 // Nodes do not bind the catalog to one directory, and never take over rows of
 // no node (ClearOwners): those are a single server's.
-func joinCatalog(ctx context.Context, cat *catalog.Catalog, stateDir, where string) (string, error) {
+//
+// want, if set, is the node's name in the cluster (its certificate's): a new
+// node takes it as its id, and a known one must have it.
+func joinCatalog(ctx context.Context, cat *catalog.Catalog, stateDir, where, want string) (string, error) {
 	id, err := ReadStateID(stateDir)
 	if err != nil {
 		return "", err
+	}
+	if want != "" && id != "" && id != want {
+		return "", fmt.Errorf("%w: the state directory %s is node %s, and the cluster certificate names node %s; "+
+			"issue this node a certificate named %s (pgbranchproxy cluster issue --role node --name %s)",
+			ErrNotBound, stateDir, id, want, id, id)
 	}
 	catID, err := cat.StateID(ctx)
 	if err != nil {
@@ -52,7 +61,7 @@ func joinCatalog(ctx context.Context, cat *catalog.Catalog, stateDir, where stri
 			"serve it with the catalog it was used with, or join with an empty state directory", ErrNotBound, stateDir, where)
 	}
 	if id == "" {
-		id = NewStateID()
+		id = cmp.Or(want, NewStateID())
 		if err := WriteStateID(stateDir, id); err != nil {
 			return "", err
 		}
@@ -66,7 +75,7 @@ func joinCatalog(ctx context.Context, cat *catalog.Catalog, stateDir, where stri
 func ownCatalog(ctx context.Context, cat *catalog.Catalog, cfg Config) (disown func(), err error) {
 	where := catalog.Redact(cfg.Catalog)
 	if cfg.Join {
-		id, err := joinCatalog(ctx, cat, cfg.StateDir, where)
+		id, err := joinCatalog(ctx, cat, cfg.StateDir, where, cfg.NodeName)
 		if err != nil {
 			return nil, err
 		}

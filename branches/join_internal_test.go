@@ -28,12 +28,19 @@ func TestJoinCatalog(t *testing.T) {
 	}
 
 	fresh := t.TempDir()
-	id, err := joinCatalog(ctx, cat, fresh, "cat")
+	id, err := joinCatalog(ctx, cat, fresh, "cat", "")
 	if err != nil || id == "" || id == "other" {
 		t.Fatalf("an empty state directory joins: %q %v", id, err)
 	}
 	if onFile, _ := ReadStateID(fresh); onFile != id {
 		t.Fatalf("state-id file %q, want %q", onFile, id)
+	}
+	if _, err := joinCatalog(ctx, cat, fresh, "cat", "node-9"); !errors.Is(err, ErrNotBound) {
+		t.Fatalf("a node whose certificate names another node: %v, want ErrNotBound", err)
+	}
+	named := t.TempDir()
+	if got, err := joinCatalog(ctx, cat, named, "cat", "node-9"); err != nil || got != "node-9" {
+		t.Fatalf("a new node named by its certificate: %q %v", got, err)
 	}
 	if _, err := cat.Register(ctx, id, "10.0.0.2:1", time.Hour); err != nil {
 		t.Fatal(err)
@@ -41,7 +48,7 @@ func TestJoinCatalog(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(fresh, "seeds", "s"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if again, err := joinCatalog(ctx, cat, fresh, "cat"); err != nil || again != id {
+	if again, err := joinCatalog(ctx, cat, fresh, "cat", ""); err != nil || again != id {
 		t.Fatalf("a known node with data joins again: %q %v", again, err)
 	}
 
@@ -52,7 +59,7 @@ func TestJoinCatalog(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(stranger, "branches", "7"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := joinCatalog(ctx, cat, stranger, "cat"); !errors.Is(err, ErrNotBound) {
+	if _, err := joinCatalog(ctx, cat, stranger, "cat", ""); !errors.Is(err, ErrNotBound) {
 		t.Fatalf("a state directory with data unknown to the catalog: %v, want ErrNotBound", err)
 	}
 	if onFile, _ := ReadStateID(stranger); onFile != "stranger" {
@@ -62,7 +69,7 @@ func TestJoinCatalog(t *testing.T) {
 	if err := cat.Retire(ctx, "x"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := joinCatalog(ctx, cat, t.TempDir(), "cat"); !errors.Is(err, ErrNotBound) {
+	if _, err := joinCatalog(ctx, cat, t.TempDir(), "cat", ""); !errors.Is(err, ErrNotBound) {
 		t.Fatalf("a retired catalog: %v, want ErrNotBound", err)
 	}
 }

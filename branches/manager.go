@@ -75,6 +75,9 @@ type Config struct {
 	// (serve --role node): it holds the catalog beside the others rather than
 	// alone, and an empty state directory joins as a new node (joinCatalog).
 	Join bool
+	// NodeName is the node's name in the cluster (its certificate's), which a
+	// joining node takes as its id; "" for none.
+	NodeName string
 	// NodeDeadAfter is how long past its lease a node of the catalog must be before
 	// this server's janitor declares it dead (node.go); default 60s.
 	NodeDeadAfter time.Duration

@@ -35,9 +35,9 @@ func (b *Branches) CancelElsewhere(pid uint32, secret []byte, timeout time.Durat
 			continue
 		}
 		wg.Add(1)
-		go func(addr string) {
+		go func(node, addr string) {
 			defer wg.Done()
-			c, err := b.dial(ctx, addr)
+			c, err := b.dial(ctx, node, addr)
 			if err != nil {
 				return
 			}
@@ -49,7 +49,7 @@ func (b *Branches) CancelElsewhere(pid uint32, secret []byte, timeout time.Durat
 				var one [1]byte
 				c.Read(one[:]) // the node closes once it has passed the request on
 			}
-		}(n.Addr)
+		}(n.ID, n.Addr)
 	}
 	wg.Wait()
 }

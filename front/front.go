@@ -34,8 +34,8 @@ const (
 // sooner: a name that resolves to nothing reads them again at once).
 const sourcesTTL = 2 * time.Second
 
-// Dialer connects to a node's listener at addr.
-type Dialer func(ctx context.Context, addr string) (net.Conn, error)
+// Dialer connects to the listener of the node id at addr.
+type Dialer func(ctx context.Context, node, addr string) (net.Conn, error)
 
 // Branches gives a front's proxy its branches: those the catalog records, each
 // served by its node. Safe for concurrent use.
@@ -56,11 +56,11 @@ type sourceSeed struct {
 }
 
 // New returns the branches of the catalog cat, whose nodes are reached with
-// dial (nil: plain TCP).
+// dial (nil: plain TCP, for nodes on a private network; see TLSDialer).
 func New(cat *catalog.Catalog, dial Dialer) *Branches {
 	if dial == nil {
 		var d net.Dialer
-		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+		dial = func(ctx context.Context, _, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 	}
 	return &Branches{cat: cat, dial: dial}
 }
@@ -110,11 +110,11 @@ func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, er
 		}
 	}
 	if rt.Branch.ID == 0 {
-		addr, err := b.place(ctx, src.name, r.Branch)
+		node, addr, err := b.place(ctx, src.name, r.Branch)
 		if err != nil {
 			return nil, err
 		}
-		return &lease{addr: addr, source: src.name, dial: b.dial}, nil
+		return &lease{node: node, addr: addr, source: src.name, dial: b.dial}, nil
 	}
 	if rt.Branch.State == catalog.Lost {
 		return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch was on a lost node",
@@ -124,32 +124,33 @@ func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, er
 		return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch's node is not serving",
 			Hint: fmt.Sprintf("node %s holds the branch and has not renewed its lease; try again when it is back", shortID(rt.NodeID))}
 	}
-	return &lease{addr: rt.NodeAddr, source: src.name, dial: b.dial}, nil
+	return &lease{node: rt.NodeID, addr: rt.NodeAddr, source: src.name, dial: b.dial}, nil
 }
 
 // place picks the node for a new branch: of the live, active nodes with an
 // address, the one that ranks highest for the name (rendezvous hashing), so
 // that every front that sees the same nodes sends a new name's clients to the
 // same node, whose single flight creates the branch once.
-func (b *Branches) place(ctx context.Context, source, name string) (string, error) {
+func (b *Branches) place(ctx context.Context, source, name string) (node, addr string, err error) {
 	nodes, err := b.cat.Nodes(ctx)
 	if err != nil {
-		return "", catalogError(err)
+		return "", "", catalogError(err)
 	}
-	best, bestRank := "", uint64(0)
-	for _, n := range nodes {
+	var best *catalog.Node
+	bestRank := uint64(0)
+	for i, n := range nodes {
 		if n.State != catalog.NodeActive || n.LeaseAge >= 0 || n.Addr == "" {
 			continue
 		}
-		if r := rank(source, name, n.ID); best == "" || r > bestRank {
-			best, bestRank = n.Addr, r
+		if r := rank(source, name, n.ID); best == nil || r > bestRank {
+			best, bestRank = &nodes[i], r
 		}
 	}
-	if best == "" {
-		return "", &proxy.ClientError{Code: codeCannotConnectNow, Message: "no node is available to create the branch",
+	if best == nil {
+		return "", "", &proxy.ClientError{Code: codeCannotConnectNow, Message: "no node is available to create the branch",
 			Hint: "start a pgbranchproxy node on this catalog (serve --role node)"}
 	}
-	return best, nil
+	return best.ID, best.Addr, nil
 }
 
 // rank is a node's rank for a branch name.

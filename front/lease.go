@@ -13,6 +13,7 @@ import (
 // keeps the branch's server sessions for reuse; the front keeps nothing, so the
 // lease parks nothing and releasing it has nothing to undo.
 type lease struct {
+	node   string // its id
 	addr   string
 	source string // the source the front resolved
 	dial   Dialer
@@ -24,7 +25,7 @@ var _ proxy.RouteForwarder = (*lease)(nil)
 // route in its startup parameters (RouteParams). A cancel request goes the same
 // way, and the node forwards it to the branch's server.
 func (l *lease) Dial(ctx context.Context) (net.Conn, error) {
-	c, err := l.dial(ctx, l.addr)
+	c, err := l.dial(ctx, l.node, l.addr)
 	if err != nil {
 		return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch's node is not reachable",
 			Hint: "try again in a moment", Err: err}

@@ -87,7 +87,7 @@ func TestFrontsAndNodes(t *testing.T) {
 			ofB = name
 		}
 	}
-	testCancelAcrossFronts(t, ctx, f1, f2, a, ofA)
+	testCancelAcrossFronts(t, ctx, f1, f2, ofA)
 
 	b.kill9()
 	for _, fr := range []*server{f1, f2} {
@@ -110,14 +110,14 @@ func TestFrontsAndNodes(t *testing.T) {
 // testCancelAcrossFronts: a session opened through one front is cancelled by a
 // request sent to the other (as a load balancer may send it); a request with a
 // wrong key cancels nothing.
-func testCancelAcrossFronts(t *testing.T, ctx context.Context, f1, f2, node *server, branch string) {
+func testCancelAcrossFronts(t *testing.T, ctx context.Context, f1, f2 *server, branch string) {
 	t.Helper()
 	c := connectDSN(t, ctx, f1.dsn("app@"+branch))
 	defer c.Close(ctx)
 	done := make(chan error, 1)
 	go func() { _, err := c.Exec(ctx, "SELECT pg_sleep(30)"); done <- err }()
 	sleeping := func() bool {
-		out, err := node.psql(t, "app@"+branch, "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)'")
+		out, err := f2.psql(t, "app@"+branch, "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)'")
 		return err == nil && out == "1"
 	}
 	eventually(t, 20*time.Second, "the sleep to start on the node", sleeping)

@@ -20,6 +20,7 @@ import (
 	"github.com/pgbranchproxy/pgbranchproxy/branches/roles"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/seed"
+	"github.com/pgbranchproxy/pgbranchproxy/cluster"
 	"github.com/pgbranchproxy/pgbranchproxy/proxy"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
 	"github.com/spf13/cobra"
@@ -30,6 +31,8 @@ import (
 type serveFlags struct {
 	role           string
 	advertise      string
+	clusterDir     string
+	clusterName    string
 	listen         string
 	catalog        string
 	auth           string
@@ -80,6 +83,8 @@ func newServe(g *globalFlags) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.role, "role", roleAll, "all (one host: routing and branches in this process), front (authenticate and route to the nodes of a shared --catalog postgres://…) or node (run branches for fronts; sessions are trusted)")
+	fl.StringVar(&f.clusterDir, "cluster-dir", "", "with --role front or node: the cluster directory (cluster init) whose CA and this member's certificate secure front-to-node sessions with mutual TLS")
+	fl.StringVar(&f.clusterName, "cluster-name", "", "with --cluster-dir: this member's name (cluster issue --name); a new node takes it as its node id")
 	fl.StringVar(&f.advertise, "advertise", "", "with --role node: the address fronts reach this node at (default: the --listen address)")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:6432", "address clients connect to")
 	fl.StringVar(&f.catalog, "catalog", "", "the catalog: a postgres:// URL, or a SQLite file (default: <state-dir>/catalog.db); the state dir holds everything else")
@@ -167,7 +172,11 @@ func serve(g *globalFlags, f *serveFlags) error {
 	if os.Geteuid() != 0 {
 		return errors.New("serve must run as root: it mounts OverlayFS and starts Postgres as --pg-user")
 	}
-	if err := checkProxyFlags(f); err != nil {
+	member, err := loadMember(f, cluster.RoleNode)
+	if err != nil {
+		return err
+	}
+	if err := checkProxyFlags(f, member != nil); err != nil {
 		return err
 	}
 	if err := f.reuseFlags.validate(); err != nil {
@@ -213,6 +222,13 @@ func serve(g *globalFlags, f *serveFlags) error {
 	tlsCfg, fp, err := loadTLS(f.tlsCert, f.tlsKey, f.tlsAuto, stateDir, f.listen)
 	if err != nil {
 		return err
+	}
+	if member != nil {
+		// A node's only clients are fronts, with the cluster's certificates.
+		if tlsCfg, err = member.ListenerConfig(); err != nil {
+			return err
+		}
+		fp, f.tlsMode = "cluster "+member.Name, proxy.TLSRequire
 	}
 	if tlsCfg == nil && (f.tlsMode == proxy.TLSAllow || f.tlsMode == proxy.TLSRequire) {
 		return fmt.Errorf("--tls-mode %s needs --tls-cert and --tls-key, or --tls-auto", f.tlsMode)
@@ -263,6 +279,7 @@ func serve(g *globalFlags, f *serveFlags) error {
 		Prewarm:           prewarmer{users: f.warmUsers},
 		NodeDeadAfter:     f.nodeDeadAfter,
 		Join:              f.role == roleNode,
+		NodeName:          memberName(member),
 	}, log.Named("branches"))
 	if err != nil {
 		return err
@@ -371,11 +388,15 @@ func serve(g *globalFlags, f *serveFlags) error {
 }
 
 // checkProxyFlags checks the flags of the client-facing proxy, for every role.
-func checkProxyFlags(f *serveFlags) error {
+// mtls: clients must show a cluster certificate (a node's fronts).
+func checkProxyFlags(f *serveFlags, mtls bool) error {
 	switch f.auth {
 	case proxy.AuthSCRAM, proxy.AuthMD5:
 	case proxy.AuthTrust:
-		if !f.insecureTrust && !loopbackListen(f.listen) {
+		if !f.insecureTrust && !mtls && !loopbackListen(f.listen) {
+			if f.role == roleNode {
+				return fmt.Errorf("a node on %s without --cluster-dir would serve anyone who reaches it: give it the cluster's certificates, listen on loopback, or pass --insecure-trust (a private network only fronts reach)", f.listen)
+			}
 			return fmt.Errorf("--auth trust on %s would let anyone who reaches it create branches: listen on loopback, or pass --insecure-trust", f.listen)
 		}
 	default:

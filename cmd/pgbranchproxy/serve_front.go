@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/cluster"
 	"github.com/pgbranchproxy/pgbranchproxy/front"
 	"github.com/pgbranchproxy/pgbranchproxy/proxy"
 	"go.uber.org/zap"
@@ -33,7 +34,11 @@ func serveFront(g *globalFlags, f *serveFlags) error {
 	if !postgresURL(f.catalog) {
 		return errors.New("--role front needs --catalog postgres://…: fronts and nodes share one catalog")
 	}
-	if err := checkProxyFlags(f); err != nil {
+	member, err := loadMember(f, cluster.RoleFront)
+	if err != nil {
+		return err
+	}
+	if err := checkProxyFlags(f, false); err != nil {
 		return err
 	}
 	log, err := newLogger(f.logFormat, f.logLevel)
@@ -62,7 +67,11 @@ func serveFront(g *globalFlags, f *serveFlags) error {
 	defer cat.Close()
 	// Server sessions are kept by the nodes, which own them: the front passes each
 	// session's end on to its node.
-	routes := front.New(cat, nil)
+	var dial front.Dialer
+	if member != nil {
+		dial = front.TLSDialer(member)
+	}
+	routes := front.New(cat, dial)
 	px, err := proxy.New(proxy.Config{
 		DefaultBranch:   f.defaultBranch,
 		AcquireTimeout:  f.startupTimeout,
@@ -85,7 +94,8 @@ func serveFront(g *globalFlags, f *serveFlags) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", f.listen, err)
 	}
-	log.Info("pgbranchproxy front ready", zap.String("listen", ln.Addr().String()), zap.String("catalog", cat.Backend()))
+	log.Info("pgbranchproxy front ready", zap.String("listen", ln.Addr().String()), zap.String("catalog", cat.Backend()),
+		zap.String("to_nodes", map[bool]string{true: "mutual TLS as " + memberName(member), false: "plain TCP"}[member != nil]))
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- px.Serve(ctx, ln) }()
 	select {
@@ -103,4 +113,36 @@ func serveFront(g *globalFlags, f *serveFlags) error {
 	cancelForce()
 	log.Info("stopped")
 	return err
+}
+
+// loadMember loads this member's cluster credentials (--cluster-dir,
+// --cluster-name) for role; nil without --cluster-dir.
+func loadMember(f *serveFlags, role cluster.Role) (*cluster.Member, error) {
+	if f.clusterDir == "" {
+		if f.clusterName != "" {
+			return nil, errors.New("--cluster-name needs --cluster-dir")
+		}
+		return nil, nil
+	}
+	if f.role == roleAll {
+		return nil, errors.New("--cluster-dir is for --role front or node")
+	}
+	if f.clusterName == "" {
+		return nil, errors.New("--cluster-dir needs --cluster-name, this member's name")
+	}
+	if role == cluster.RoleNode && (f.tlsCert != "" || f.tlsAuto) {
+		return nil, errors.New("a node's TLS is the cluster's: drop --tls-cert/--tls-auto")
+	}
+	m, err := cluster.Load(cluster.MemberFiles(f.clusterDir, role, f.clusterName), nil)
+	if err != nil {
+		return nil, fmt.Errorf("--cluster-dir: %w", err)
+	}
+	return m, nil
+}
+
+func memberName(m *cluster.Member) string {
+	if m == nil {
+		return ""
+	}
+	return m.Name
 }

@@ -1,0 +1,49 @@
+package integration
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// TestClusterTLS: with the cluster's certificates, fronts reach a node with
+// mutual TLS (sessions and cancels), the node takes its certificate's name as
+// its node id, and a client that reaches the node directly is refused: without
+// TLS, and with TLS but no front certificate.
+func TestClusterTLS(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, url := startCatalog(t, ctx)
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"cluster", "init", "--dir", dir},
+		{"cluster", "issue", "--dir", dir, "--role", "node", "--name", "node-a", "--host", "127.0.0.1"},
+		{"cluster", "issue", "--dir", dir, "--role", "front", "--name", "front-1"},
+		{"cluster", "issue", "--dir", dir, "--role", "front", "--name", "front-2"},
+	} {
+		if out, err := exec.Command(binPath, args...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	state := newStateDir(t)
+	node := startServer(t, state, "--catalog", url, "--role", "node", "--cluster-dir", dir, "--cluster-name", "node-a")
+	node.seedSQL("app", lifecycleSQL)
+	f1 := startFront(t, url, "--cluster-dir", dir, "--cluster-name", "front-1")
+	f2 := startFront(t, url, "--cluster-dir", dir, "--cluster-name", "front-2")
+
+	if out, err := f1.psql(t, "app@secure", "UPDATE t SET v = 'tls' WHERE id = 1 RETURNING v"); err != nil || out != "tls\nUPDATE 1" {
+		t.Fatalf("a session through the front: %q %v\n%s\n%s", out, err, f1.logs(), node.logs())
+	}
+	if id := mustStateID(t, state); id != "node-a" {
+		t.Fatalf("node id %q, want its certificate's name node-a", id)
+	}
+	if err := tryConnect(node.dsn("app@secure", "sslmode=disable")); pgCode(err) != "28000" {
+		t.Fatalf("a client on the node without TLS: %v, want 28000", err)
+	}
+	if err := tryConnect(node.dsn("app@secure", "sslmode=require")); err == nil {
+		t.Fatal("a client without a front certificate reached the node")
+	}
+	waitNoSessions(t, node, "secure")
+	testCancelAcrossFronts(t, ctx, f1, f2, "secure")
+}
