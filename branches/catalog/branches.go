@@ -77,28 +77,36 @@ func scanBranch(sc interface{ Scan(...any) error }) (Branch, error) {
 }
 
 // InsertBranch records a new branch (normally in state Creating) and returns its ID.
-// It fails with ErrExists if the source already has a branch of that name.
+// It fails with ErrExists if the source already has a branch of that name. Once
+// this process has registered as a node, the row is the node's, and the insert
+// happens only while the registration is the node's and the node is active
+// (nodeFence); otherwise it fails with ErrNodeLost or ErrFenced.
 func (c *Catalog) InsertBranch(ctx context.Context, b Branch, reason string) (_ int64, err error) {
 	defer c.check(&err)
-	if _, _, err := c.fence(); err != nil {
+	cond, args, err := c.nodeFence(true)
+	if err != nil {
 		return 0, err
 	}
 	node, epoch := c.owner()
 	var id int64
 	err = c.tx(ctx, func(tx sqlTx) error {
-		if err := c.holdNode(ctx, tx, true); err != nil {
-			return err
-		}
+		// INSERT ... SELECT, not VALUES, so that the fence is in the statement.
 		err := tx.queryRow(ctx, `INSERT INTO branches (source, name, seed_id, parent, layers, state, cow_mode, pid,
 			ttl_ns, ephemeral, quota, roles, owned_bytes, create_ms, error, created_at, last_used_at, state_at, databases, pooled,
 			node_id, node_epoch)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-			b.Source, b.Name, b.SeedID, b.Parent, joinList(b.Layers), b.State, b.CowMode, b.PID,
-			int64(b.TTL), b.Ephemeral, b.Quota, b.Roles, b.OwnedBytes, b.CreateMS, b.Error,
-			unixNano(b.CreatedAt), unixNano(b.LastUsedAt), unixNano(b.StateAt), joinList(b.Databases), b.Pooled,
-			node, epoch).Scan(&id)
+			SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE 1 = 1`+cond+` RETURNING id`,
+			append([]any{b.Source, b.Name, b.SeedID, b.Parent, joinList(b.Layers), b.State, b.CowMode, b.PID,
+				int64(b.TTL), b.Ephemeral, b.Quota, b.Roles, b.OwnedBytes, b.CreateMS, b.Error,
+				unixNano(b.CreatedAt), unixNano(b.LastUsedAt), unixNano(b.StateAt), joinList(b.Databases), b.Pooled,
+				node, epoch}, args...)...).Scan(&id)
 		if c.d.isUnique(err) {
 			return fmt.Errorf("branch %q of source %q: %w", b.Name, b.Source, ErrExists)
+		}
+		if errors.Is(err, sql.ErrNoRows) && cond != "" {
+			if ferr := c.fenced(ctx, tx, true, 0, b.Name); ferr != nil {
+				return ferr
+			}
+			return fmt.Errorf("branch %q: the node took no new branch: %w", b.Name, ErrFenced)
 		}
 		if err != nil {
 			return err
@@ -114,21 +122,18 @@ func (c *Catalog) InsertBranch(ctx context.Context, b Branch, reason string) (_ 
 // otherwise it changes nothing and fails with ErrFenced.
 func (c *Catalog) UpdateBranch(ctx context.Context, b Branch, reason string) (err error) {
 	defer c.check(&err)
-	cond, args, err := c.fence()
+	cond, args, err := c.fence(false)
 	if err != nil {
 		return err
 	}
 	return c.tx(ctx, func(tx sqlTx) error {
 		// The row stays locked until commit, so the transition logged is from the
 		// state this update replaced (Postgres; SQLite has one writer), and the
-		// fence checked here holds for the update.
-		if err := c.holdNode(ctx, tx, false); err != nil {
-			return c.lostToo(ctx, tx, b.ID, b.Name, err)
-		}
+		// fence checked here (the node row read FOR SHARE) holds for the update.
 		var from State
 		err := tx.queryRow(ctx, `SELECT state FROM branches WHERE id = ?`+cond+c.d.forUpdate(), append([]any{b.ID}, args...)...).Scan(&from)
 		if errors.Is(err, sql.ErrNoRows) && cond != "" {
-			return c.fenced(ctx, tx, b.ID, b.Name)
+			return c.fenced(ctx, tx, false, b.ID, b.Name)
 		}
 		if err != nil {
 			return noRows(err, fmt.Sprintf("branch %q", b.Name))
@@ -145,27 +150,26 @@ func (c *Catalog) UpdateBranch(ctx context.Context, b Branch, reason string) (er
 }
 
 // DeleteBranch removes a branch row and logs its end. Like UpdateBranch it is
-// fenced once this process has registered, except that any node may delete a
-// row declared lost.
+// fenced once this process has registered, except that any live registration of
+// any node may delete a row declared lost.
 func (c *Catalog) DeleteBranch(ctx context.Context, b Branch, reason string) (err error) {
 	defer c.check(&err)
-	cond, args, err := c.fence()
+	me := c.node.Load()
+	cond, args, err := c.nodeFenceOf(me, false)
 	if err != nil {
 		return err
 	}
 	if cond != "" {
-		cond = ` AND (state = '` + string(Lost) + `' OR (1 = 1` + cond + `))`
+		cond = ` AND (state = '` + string(Lost) + `' OR (1 = 1` + ownedCond + `))` + cond
+		args = append([]any{me.id, me.epoch}, args...)
 	}
 	return c.tx(ctx, func(tx sqlTx) error {
-		if err := c.holdNode(ctx, tx, false); err != nil {
-			return err
-		}
 		res, err := tx.exec(ctx, `DELETE FROM branches WHERE id = ?`+cond, append([]any{b.ID}, args...)...)
 		if err != nil {
 			return err
 		}
 		if n, _ := res.RowsAffected(); n == 0 && cond != "" {
-			return c.fenced(ctx, tx, b.ID, b.Name)
+			return c.fenced(ctx, tx, false, b.ID, b.Name)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("branch %q: %w", b.Name, ErrNotFound)
@@ -232,21 +236,27 @@ func logTransition(ctx context.Context, tx sqlTx, b Branch, from, to State, reas
 
 // Touch records when each branch was last used, without logging a transition.
 // Fenced like UpdateBranch, except that a branch not this node's is skipped
-// rather than failing the others.
+// rather than failing the others; a registration that is gone fails them all
+// (ErrNodeLost).
 func (c *Catalog) Touch(ctx context.Context, lastUsed map[int64]time.Time) (err error) {
 	defer c.check(&err)
-	cond, args, err := c.fence()
+	cond, args, err := c.fence(false)
 	if err != nil {
 		return err
 	}
 	return c.tx(ctx, func(tx sqlTx) error {
-		if err := c.holdNode(ctx, tx, false); err != nil {
-			return err
-		}
+		skipped := false
 		for id, t := range lastUsed {
-			if _, err := tx.exec(ctx, `UPDATE branches SET last_used_at = ? WHERE id = ?`+cond, append([]any{unixNano(t), id}, args...)...); err != nil {
+			res, err := tx.exec(ctx, `UPDATE branches SET last_used_at = ? WHERE id = ?`+cond, append([]any{unixNano(t), id}, args...)...)
+			if err != nil {
 				return err
 			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				skipped = true
+			}
+		}
+		if skipped && cond != "" {
+			return c.fenced(ctx, tx, false, 0, "")
 		}
 		return nil
 	})

@@ -21,7 +21,6 @@ type Catalog struct {
 	own atomic.Pointer[owner] // the claim of Own, on Postgres
 
 	node     atomic.Pointer[nodeReg] // this process's registration (nodes.go); nil: writes are not fenced
-	lost     atomic.Bool             // a heartbeat found the registration gone
 	lastFail atomic.Int64            // unix nanoseconds of the last call that found the catalog unavailable, or of Open
 }
 

@@ -2,6 +2,7 @@ package catalog_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"testing"
 	"time"
@@ -110,4 +111,62 @@ func TestLostRowIsErrLost(t *testing.T) {
 			t.Fatalf("UpdateBranch by the node registered again = %v, want ErrLost, not ErrNodeLost", err)
 		}
 	})
+}
+
+// TestFenceWaitsForRegistration: on Postgres the node row is locked by the
+// fenced write's own statement, so a registration elsewhere that is under way
+// (its epoch written, not yet committed) makes the write wait, and once it
+// commits the write finds its registration gone and changes nothing; it does not
+// go through on the epoch it read before the registration committed.
+func TestFenceWaitsForRegistration(t *testing.T) {
+	catalog.TestNeedPostgres(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dsn := catalog.TestPostgresDSN(t)
+	c := openAgain(t, dsn)
+	if _, err := c.Register(ctx, "n1", "", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	b := catalog.Branch{Source: "a", Name: "b", State: catalog.Running}
+	var err error
+	if b.ID, err = c.InsertBranch(ctx, b, "create"); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	reg, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Rollback()
+	if _, err := reg.ExecContext(ctx, `UPDATE nodes SET epoch = epoch + 1 WHERE id = 'n1'`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	stop := b
+	stop.State = catalog.Stopped
+	go func() { done <- c.UpdateBranch(ctx, stop, "stop") }()
+	for waiting := 0; waiting == 0; {
+		select {
+		case err := <-done:
+			t.Fatalf("UpdateBranch during a registration returned at once: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := reg.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, catalog.ErrNodeLost) {
+		t.Fatalf("UpdateBranch that waited for a registration = %v, want ErrNodeLost", err)
+	}
+	if got, _ := branchByName(t, c, "b"); got.State != catalog.Running {
+		t.Fatalf("the branch after the refused write is %s, want running", got.State)
+	}
 }

@@ -6,16 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
 // A node is a server that runs branches on a catalog, known by the id of its state
 // directory. Every (re)registration gives it a new epoch; the node owns the branch
 // rows that carry its id and that epoch, and every change it writes to one is
-// conditional on both (the fence): a node that was registered again elsewhere, or
-// declared dead by the janitor, finds that its writes match nothing (ErrFenced)
-// instead of overwriting what the new owner wrote. Leases are measured by the
-// catalog's clock only (dialect.nowNanos).
+// conditional on both and on the node row (the fence, fence.go): a node that was
+// registered again elsewhere, or declared dead by the janitor, finds that its
+// writes match nothing (ErrNodeLost, ErrFenced) instead of overwriting what the
+// new owner wrote. Leases are measured by the catalog's clock only
+// (dialect.nowNanos).
 
 // NodeState is a node's state in the catalog.
 type NodeState string
@@ -55,14 +57,27 @@ type Node struct {
 type nodeReg struct {
 	id    string
 	epoch int64
+	lost  chan struct{} // closed once the registration is found gone (markLost)
+	once  sync.Once
+}
+
+// gone reports whether the registration was found gone.
+func (r *nodeReg) gone() bool {
+	select {
+	case <-r.lost:
+		return true
+	default:
+		return false
+	}
 }
 
 // Register registers this process as the node id (the state directory's id),
 // listening on addr, with a lease of ttl: a new node gets the lowest free slot, a
 // known one keeps its slot; either way its epoch goes up by one and it is active.
 // The node then adopts its branch rows (its own and those of no node) under the
-// new epoch, except those declared lost. From then on the catalog's branch writes
-// are fenced by the registration. Safe to call again (a re-registration).
+// new epoch, except those declared lost. From then on the catalog's writes of the
+// node's work (branches, sources, seeds, server settings) are fenced by the
+// registration. Safe to call again (a re-registration).
 func (c *Catalog) Register(ctx context.Context, id, addr string, ttl time.Duration) (_ Node, err error) {
 	defer c.check(&err)
 	if id == "" {
@@ -101,8 +116,7 @@ func (c *Catalog) Register(ctx context.Context, id, addr string, ttl time.Durati
 		return Node{}, err
 	}
 	n.ID, n.Addr, n.State = id, addr, NodeActive
-	c.node.Store(&nodeReg{id: id, epoch: n.Epoch})
-	c.lost.Store(false)
+	c.node.Store(&nodeReg{id: id, epoch: n.Epoch, lost: make(chan struct{})})
 	return n, nil
 }
 
@@ -148,8 +162,8 @@ func freeSlot(ctx context.Context, tx sqlTx) (int, error) {
 // Heartbeat renews this node's lease for ttl and records its load and address.
 // It is fenced by the registration: if the node was registered again (by another
 // process with the same id) or declared dead, nothing changes, it returns
-// ErrNodeLost (which is also ErrFenced), and every write this catalog fences
-// fails so until the node registers again.
+// ErrNodeLost (which is also ErrFenced), Lost's channel is closed, and every
+// write this catalog fences fails so until the node registers again.
 func (c *Catalog) Heartbeat(ctx context.Context, addr string, ttl time.Duration, load Load) (err error) {
 	defer c.check(&err)
 	me := c.node.Load()
@@ -166,7 +180,7 @@ func (c *Catalog) Heartbeat(ctx context.Context, addr string, ttl time.Duration,
 		return fmt.Errorf("heartbeat: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		c.lost.Store(true)
+		c.markLost(me)
 		return fmt.Errorf("%w (node %s, epoch %d)", errNodeLost, me.id, me.epoch)
 	}
 	return nil
@@ -204,96 +218,4 @@ func (c *Catalog) Registration() (id string, epoch int64, ok bool) {
 		return me.id, me.epoch, true
 	}
 	return "", 0, false
-}
-
-// NodeLost reports whether a heartbeat found this node's registration gone.
-func (c *Catalog) NodeLost() bool { return c.lost.Load() }
-
-// fence returns the condition that limits a write to the branch rows this node
-// owns under its epoch, with its arguments: nothing when the process has not
-// registered. It fails with ErrNodeLost once a heartbeat found the registration
-// gone.
-func (c *Catalog) fence() (cond string, args []any, err error) {
-	me := c.node.Load()
-	if me == nil {
-		return "", nil, nil
-	}
-	if c.lost.Load() {
-		return "", nil, fmt.Errorf("%w (node %s, epoch %d)", errNodeLost, me.id, me.epoch)
-	}
-	return ` AND node_id = ? AND node_epoch = ? AND state <> '` + string(Lost) + `'`, []any{me.id, me.epoch}, nil
-}
-
-// owner returns the node id and epoch a new row gets: NULLs when not registered.
-func (c *Catalog) owner() (id, epoch any) {
-	if me := c.node.Load(); me != nil {
-		return me.id, me.epoch
-	}
-	return nil, nil
-}
-
-// fenced explains a fenced write that matched no row: ErrFenced naming who has
-// the branch now, or ErrNotFound if it is gone or still this node's (a write that
-// also required something else of the row).
-func (c *Catalog) fenced(ctx context.Context, tx sqlTx, id int64, name string) error {
-	var state string
-	var node sql.NullString
-	var epoch sql.NullInt64
-	err := tx.queryRow(ctx, `SELECT state, node_id, node_epoch FROM branches WHERE id = ?`, id).Scan(&state, &node, &epoch)
-	if err != nil {
-		return noRows(err, fmt.Sprintf("branch %q", name))
-	}
-	if State(state) == Lost {
-		return fmt.Errorf("branch %q: %w: %w", name, ErrLost, ErrFenced)
-	}
-	if me := c.node.Load(); me != nil && node.String == me.id && epoch.Int64 == me.epoch {
-		return fmt.Errorf("%s: %w", name, ErrNotFound)
-	}
-	return fmt.Errorf("branch %q belongs to node %s at epoch %d: %w", name, node.String, epoch.Int64, ErrFenced)
-}
-
-// holdNode checks, inside tx, that this process's registration is still the
-// node's: the node row carries its id and epoch and is not dead, and (forNew: a
-// write that gives the node a branch) is active. On Postgres the row is read FOR
-// SHARE, so the check holds until tx ends: a registration elsewhere or the
-// janitor's bury (both update the row) waits for tx, and tx for them. On SQLite
-// the transaction is the only writer. A registration that is gone fails with
-// ErrNodeLost, and every later fenced write fails so without asking; a node that
-// is not active takes no new branch (ErrFenced). Nothing to check when the
-// process has not registered.
-func (c *Catalog) holdNode(ctx context.Context, tx sqlTx, forNew bool) error {
-	me := c.node.Load()
-	if me == nil {
-		return nil
-	}
-	if c.lost.Load() {
-		return fmt.Errorf("%w (node %s, epoch %d)", errNodeLost, me.id, me.epoch)
-	}
-	var state NodeState
-	err := tx.queryRow(ctx, `SELECT state FROM nodes WHERE id = ? AND epoch = ?`+c.d.forShare(), me.id, me.epoch).Scan(&state)
-	switch {
-	case errors.Is(err, sql.ErrNoRows) || err == nil && state == NodeDead:
-		c.lost.Store(true)
-		return fmt.Errorf("%w (node %s, epoch %d)", errNodeLost, me.id, me.epoch)
-	case err != nil:
-		return fmt.Errorf("read node %s: %w", me.id, err)
-	case forNew && state != NodeActive:
-		return fmt.Errorf("node %s is %s and takes no new branch: %w", me.id, state, ErrFenced)
-	}
-	return nil
-}
-
-// lostToo adds ErrLost to err, the refusal of a write to branch id because this
-// node's registration is gone, when the row was declared lost with it (the
-// janitor buried the node): the branch's owner must learn that it is lost, not
-// only that this node is.
-func (c *Catalog) lostToo(ctx context.Context, tx sqlTx, id int64, name string, err error) error {
-	if !errors.Is(err, ErrNodeLost) {
-		return err
-	}
-	var state string
-	if tx.queryRow(ctx, `SELECT state FROM branches WHERE id = ?`, id).Scan(&state) == nil && State(state) == Lost {
-		return fmt.Errorf("branch %q: %w (%w)", name, ErrLost, err)
-	}
-	return err
 }

@@ -71,7 +71,7 @@ func (c *Catalog) claimed(ctx context.Context, id int64, name string) (bool, err
 }
 
 func (c *Catalog) claim(ctx context.Context, id int64, cl Claim, reason string) (atCommit bool, err error) {
-	cond, args, err := c.fence()
+	cond, args, err := c.fence(true)
 	if err != nil {
 		return false, err
 	}
@@ -79,14 +79,11 @@ func (c *Catalog) claim(ctx context.Context, id int64, cl Claim, reason string) 
 	return c.txCommit(ctx, func(tx sqlTx) error {
 		// Two claims of one member: on Postgres the second waits for the row lock,
 		// then finds it no longer pooled (ErrNotFound); SQLite has one writer.
-		if err := c.holdNode(ctx, tx, true); err != nil {
-			return err
-		}
 		var b Branch
 		err := tx.queryRow(ctx, `SELECT source, name, state FROM branches WHERE id = ? AND pooled = ?`+cond+c.d.forUpdate(),
 			append([]any{id, true}, args...)...).Scan(&b.Source, &b.Name, &b.State)
 		if errors.Is(err, sql.ErrNoRows) && cond != "" {
-			if ferr := c.fenced(ctx, tx, id, fmt.Sprintf("pooled branch %d", id)); errors.Is(ferr, ErrFenced) {
+			if ferr := c.fenced(ctx, tx, true, id, fmt.Sprintf("pooled branch %d", id)); errors.Is(ferr, ErrFenced) {
 				return ferr
 			}
 		}
