@@ -166,6 +166,16 @@ func (c *Catalog) lostToo(ctx context.Context, q rowQuerier, id int64, name stri
 	return err
 }
 
+// fencedNone explains a single-statement fenced write (nodeFence) that changed
+// no row: ErrNodeLost or ErrFenced from the node row, or nil when the node is
+// fine (the write's other conditions matched nothing).
+func (c *Catalog) fencedNone(ctx context.Context, res sql.Result, forNew bool) error {
+	if n, err := res.RowsAffected(); err != nil || n > 0 || c.node.Load() == nil {
+		return err
+	}
+	return c.fenced(ctx, c, forNew, 0, "")
+}
+
 // owner returns the node id and epoch a new row gets: NULLs when not registered.
 func (c *Catalog) owner() (id, epoch any) {
 	if me := c.node.Load(); me != nil {

@@ -18,21 +18,36 @@ type ServerSettings struct {
 	PIDs        int64
 }
 
+// Server settings are written by the node that adds the source or holds the
+// branch, from what it knows (a branch's creation time), so their writes are
+// fenced by the node row like a source's (nodeFence): a process whose
+// registration is gone could otherwise replace the settings of a newer branch of
+// the same name with those of the one it remembers.
+
 // SetServerSettings records the settings of a source (branch "") or of one branch,
 // identified by its name and creation time so that a later branch of the same name
 // does not inherit them.
 func (c *Catalog) SetServerSettings(ctx context.Context, source, branch string, branchCreated time.Time, s ServerSettings) (err error) {
 	defer c.check(&err)
+	cond, args, err := c.nodeFence(false)
+	if err != nil {
+		return err
+	}
 	created := int64(0)
 	if branch != "" {
 		created = unixNano(branchCreated)
 	}
-	_, err = c.exec(ctx, `INSERT INTO server_settings (source, branch, branch_created, image, memory_bytes, cpus, pids)
-		VALUES (?, ?, ?, ?, ?, ?, ?)
+	// INSERT ... SELECT so that the fence is in the statement; the WHERE also
+	// keeps SQLite from reading ON CONFLICT as a join's.
+	res, err := c.exec(ctx, `INSERT INTO server_settings (source, branch, branch_created, image, memory_bytes, cpus, pids)
+		SELECT ?, ?, ?, ?, ?, ?, ? WHERE 1 = 1`+cond+`
 		ON CONFLICT (source, branch) DO UPDATE SET branch_created = excluded.branch_created, image = excluded.image,
 			memory_bytes = excluded.memory_bytes, cpus = excluded.cpus, pids = excluded.pids`,
-		source, branch, created, s.Image, s.MemoryBytes, s.CPUs, s.PIDs)
-	return err
+		append([]any{source, branch, created, s.Image, s.MemoryBytes, s.CPUs, s.PIDs}, args...)...)
+	if err != nil {
+		return err
+	}
+	return c.fencedNone(ctx, res, false)
 }
 
 // ServerSettingsOf returns the settings recorded for a source (branch "") or a
@@ -67,6 +82,10 @@ type ServerSettingsPatch struct {
 // replaced, as SetServerSettings does, not patched.
 func (c *Catalog) PatchServerSettings(ctx context.Context, source, branch string, branchCreated time.Time, p ServerSettingsPatch) (err error) {
 	defer c.check(&err)
+	cond, args, err := c.nodeFence(false)
+	if err != nil {
+		return err
+	}
 	created := int64(0)
 	if branch != "" {
 		created = unixNano(branchCreated)
@@ -75,14 +94,18 @@ func (c *Catalog) PatchServerSettings(ctx context.Context, source, branch string
 	patched := func(col, typ string) string {
 		return fmt.Sprintf(`CASE WHEN %s THEN COALESCE(CAST(? AS %s), server_settings.%s) ELSE excluded.%s END`, same, typ, col, col)
 	}
-	_, err = c.exec(ctx, `INSERT INTO server_settings (source, branch, branch_created, image, memory_bytes, cpus, pids)
-		VALUES (?, ?, ?, '', COALESCE(CAST(? AS BIGINT), 0), COALESCE(CAST(? AS DOUBLE PRECISION), 0), COALESCE(CAST(? AS BIGINT), 0))
+	res, err := c.exec(ctx, `INSERT INTO server_settings (source, branch, branch_created, image, memory_bytes, cpus, pids)
+		SELECT ?, ?, ?, '', COALESCE(CAST(? AS BIGINT), 0), COALESCE(CAST(? AS DOUBLE PRECISION), 0), COALESCE(CAST(? AS BIGINT), 0)
+		WHERE 1 = 1`+cond+`
 		ON CONFLICT (source, branch) DO UPDATE SET
 			image = CASE WHEN `+same+` THEN server_settings.image ELSE excluded.image END,
 			memory_bytes = `+patched("memory_bytes", "BIGINT")+`,
 			cpus = `+patched("cpus", "DOUBLE PRECISION")+`,
 			pids = `+patched("pids", "BIGINT")+`,
 			branch_created = excluded.branch_created`,
-		source, branch, created, p.MemoryBytes, p.CPUs, p.PIDs, p.MemoryBytes, p.CPUs, p.PIDs)
-	return err
+		append(append([]any{source, branch, created, p.MemoryBytes, p.CPUs, p.PIDs}, args...), p.MemoryBytes, p.CPUs, p.PIDs)...)
+	if err != nil {
+		return err
+	}
+	return c.fencedNone(ctx, res, false)
 }

@@ -2,6 +2,8 @@ package catalog
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -41,16 +43,29 @@ type Seed struct {
 	ReadyAt    time.Time
 }
 
+// The writes of sources and seeds are fenced by the node row (nodeFence): a
+// source is added, and its seeds built, settled and removed, by the node whose
+// state directory holds them (a seed row names a directory there), so a process
+// whose registration is gone records none of it (ErrNodeLost). Seed rows carry no
+// node; the fence is the node row alone.
+
 // AddSource records a new source. It fails with ErrExists if the name is taken.
 func (c *Catalog) AddSource(ctx context.Context, s Source) (err error) {
 	defer c.check(&err)
-	_, err = c.exec(ctx,
-		`INSERT INTO sources (name, kind, spec, default_database, options, created_at, warm) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		s.Name, s.Kind, s.Spec, s.DefaultDatabase, s.Options, unixNano(s.CreatedAt), s.Warm)
+	cond, args, err := c.nodeFence(false)
+	if err != nil {
+		return err
+	}
+	res, err := c.exec(ctx,
+		`INSERT INTO sources (name, kind, spec, default_database, options, created_at, warm) SELECT ?, ?, ?, ?, ?, ?, ? WHERE 1 = 1`+cond,
+		append([]any{s.Name, s.Kind, s.Spec, s.DefaultDatabase, s.Options, unixNano(s.CreatedAt), s.Warm}, args...)...)
 	if c.d.isUnique(err) {
 		return fmt.Errorf("source %q: %w", s.Name, ErrExists)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return c.fencedNone(ctx, res, false)
 }
 
 // Sources lists every source, by name.
@@ -77,12 +92,21 @@ func (c *Catalog) Sources(ctx context.Context) (_ []Source, err error) {
 // DeleteSource removes a source and its seed rows. Branches must be gone first.
 func (c *Catalog) DeleteSource(ctx context.Context, name string) (err error) {
 	defer c.check(&err)
+	cond, args, err := c.nodeFence(false)
+	if err != nil {
+		return err
+	}
 	return c.tx(ctx, func(tx sqlTx) error {
-		res, err := tx.exec(ctx, `DELETE FROM sources WHERE name = ?`, name)
+		// On Postgres the node row stays locked FOR SHARE until commit: the fence
+		// holds for the seeds' delete too.
+		res, err := tx.exec(ctx, `DELETE FROM sources WHERE name = ?`+cond, append([]any{name}, args...)...)
 		if err != nil {
 			return err
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
+			if ferr := c.fenced(ctx, tx, false, 0, ""); ferr != nil {
+				return ferr
+			}
 			return fmt.Errorf("source %q: %w", name, ErrNotFound)
 		}
 		_, err = tx.exec(ctx, `DELETE FROM seeds WHERE source = ?`, name)
@@ -94,6 +118,10 @@ func (c *Catalog) DeleteSource(ctx context.Context, name string) (err error) {
 // and the next generation number of its source.
 func (c *Catalog) AddSeed(ctx context.Context, s Seed) (_ Seed, err error) {
 	defer c.check(&err)
+	cond, args, err := c.nodeFence(false)
+	if err != nil {
+		return Seed{}, err
+	}
 	err = c.tx(ctx, func(tx sqlTx) error {
 		// Two seeds of one source at once would read the same MAX (Postgres;
 		// SQLite has one writer).
@@ -104,9 +132,15 @@ func (c *Catalog) AddSeed(ctx context.Context, s Seed) (_ Seed, err error) {
 			return err
 		}
 		s.State = SeedBuilding
-		return tx.queryRow(ctx,
-			`INSERT INTO seeds (source, generation, state, dir, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id`,
-			s.Source, s.Generation, s.State, s.Dir, unixNano(s.CreatedAt)).Scan(&s.ID)
+		err := tx.queryRow(ctx,
+			`INSERT INTO seeds (source, generation, state, dir, created_at) SELECT ?, ?, ?, ?, ? WHERE 1 = 1`+cond+` RETURNING id`,
+			append([]any{s.Source, s.Generation, s.State, s.Dir, unixNano(s.CreatedAt)}, args...)...).Scan(&s.ID)
+		if errors.Is(err, sql.ErrNoRows) && cond != "" {
+			if ferr := c.fenced(ctx, tx, false, 0, ""); ferr != nil {
+				return ferr
+			}
+		}
+		return err
 	})
 	return s, err
 }
@@ -114,17 +148,31 @@ func (c *Catalog) AddSeed(ctx context.Context, s Seed) (_ Seed, err error) {
 // UpdateSeed writes a seed's mutable fields (state, dir, version, databases, superuser, ready time).
 func (c *Catalog) UpdateSeed(ctx context.Context, s Seed) (err error) {
 	defer c.check(&err)
-	_, err = c.exec(ctx,
-		`UPDATE seeds SET state = ?, dir = ?, pg_version = ?, databases = ?, superuser = ?, roles = ?, ready_at = ? WHERE id = ?`,
-		s.State, s.Dir, s.PGVersion, joinList(s.Databases), s.Superuser, s.Roles, unixNano(s.ReadyAt), s.ID)
-	return err
+	cond, args, err := c.nodeFence(false)
+	if err != nil {
+		return err
+	}
+	res, err := c.exec(ctx,
+		`UPDATE seeds SET state = ?, dir = ?, pg_version = ?, databases = ?, superuser = ?, roles = ?, ready_at = ? WHERE id = ?`+cond,
+		append([]any{s.State, s.Dir, s.PGVersion, joinList(s.Databases), s.Superuser, s.Roles, unixNano(s.ReadyAt), s.ID}, args...)...)
+	if err != nil {
+		return err
+	}
+	return c.fencedNone(ctx, res, false)
 }
 
 // DeleteSeed removes one seed row.
 func (c *Catalog) DeleteSeed(ctx context.Context, id int64) (err error) {
 	defer c.check(&err)
-	_, err = c.exec(ctx, `DELETE FROM seeds WHERE id = ?`, id)
-	return err
+	cond, args, err := c.nodeFence(false)
+	if err != nil {
+		return err
+	}
+	res, err := c.exec(ctx, `DELETE FROM seeds WHERE id = ?`+cond, append([]any{id}, args...)...)
+	if err != nil {
+		return err
+	}
+	return c.fencedNone(ctx, res, false)
 }
 
 // Seeds lists every seed, oldest first.
