@@ -118,7 +118,7 @@ func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, erro
 			o = b.op
 		case b.fenced:
 			m.mu.Unlock()
-			return nil, fmt.Errorf("branch %q: %w", k.name, ErrFenced)
+			return nil, m.fencedErr(k.name)
 		case b.rec.State == catalog.Lost:
 			m.mu.Unlock()
 			return nil, fmt.Errorf("branch %q: %w", k.name, ErrLost)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -96,5 +98,88 @@ func TestLostSave(t *testing.T) {
 	}
 	if l := m.List(); len(l) != 1 || l[0].State != "lost" {
 		t.Fatalf("List = %+v, want b lost", l)
+	}
+}
+
+// stubServer stands for a running branch server: it records its stop.
+type stubServer struct {
+	done    chan struct{}
+	stopped sync.Once
+}
+
+func newStubServer() *stubServer                        { return &stubServer{done: make(chan struct{})} }
+func (s *stubServer) PID() int                          { return 0 }
+func (s *stubServer) SocketPath() string                { return "" }
+func (s *stubServer) Done() <-chan struct{}             { return s.done }
+func (s *stubServer) Stop(context.Context) error        { s.stopped.Do(func() { close(s.done) }); return nil }
+func (s *stubServer) Discard(ctx context.Context) error { return s.Stop(ctx) }
+
+// When any fenced write, here a seed's, finds the node's registration gone, the
+// heartbeat's goroutine stops every branch server, not only the branch whose
+// write was refused, refuses every branch with ErrNodeLost, writes nothing to
+// the catalog, and ends.
+func TestNodeLossStopsEveryBranch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := newUnitManager(t, "")
+	m.beatKick, m.beatDone = make(chan struct{}, 1), make(chan struct{})
+	if _, err := m.cat.Register(ctx, "n1", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	servers := map[string]*stubServer{}
+	for _, name := range []string{"a", "b"} {
+		b := addStopped(t, m, name, time.Now().UTC())
+		b.rec.State, servers[name] = catalog.Running, newStubServer()
+		b.inst = servers[name]
+	}
+	addStopped(t, m, "idle", time.Now().UTC())
+	before, err := m.cat.Branches(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go m.heartbeat(hctx)
+
+	newer, err := catalog.Open(filepath.Join(m.cfg.StateDir, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer newer.Close()
+	if _, err := newer.Register(ctx, "n1", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.cat.UpdateSeed(ctx, catalog.Seed{ID: 1, Source: "s"}); !errors.Is(err, ErrNodeLost) {
+		t.Fatalf("a seed write by the replaced registration = %v, want ErrNodeLost", err)
+	}
+	<-m.beatDone // the heartbeat's goroutine stopped the servers and ended
+	for name, s := range servers {
+		select {
+		case <-s.done:
+		default:
+			t.Errorf("branch %s's server was not stopped", name)
+		}
+	}
+	for _, name := range []string{"a", "b", "idle"} {
+		m.mu.Lock()
+		b := m.branches[key{"s", name}]
+		fenced, inst := b.fenced, b.inst
+		m.mu.Unlock()
+		if !fenced || inst != nil {
+			t.Errorf("branch %s after the node was lost: fenced %v, instance %v; want fenced, none", name, fenced, inst)
+		}
+		if err := m.fencedErr(name); !errors.Is(err, ErrNodeLost) {
+			t.Errorf("a session on %s = %v, want ErrNodeLost", name, err)
+		}
+	}
+	after, err := newer.Branches(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range before {
+		before[i].NodeEpoch = 2 // the new registration adopted them, nothing else
+	}
+	if !reflect.DeepEqual(after, before) {
+		t.Errorf("the catalog's branches changed:\n got %+v\nwant %+v", after, before)
 	}
 }

@@ -57,6 +57,9 @@ func (m *Manager) revive(ctx context.Context, b *branch, inst runtime.Instance) 
 		switch {
 		case b.op != nil:
 			o = b.op
+		case b.fenced: // stopped because the catalog no longer vouches for it (fence.go)
+			m.mu.Unlock()
+			return "", m.fencedErr(b.rec.Name)
 		case serverExited(b):
 			o = m.recordExitLocked(b)
 		case b.inst != nil:

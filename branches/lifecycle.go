@@ -474,12 +474,17 @@ func (m *Manager) clearUpper(id int64) error {
 }
 
 // destroyBranch stops the branch, removes its directories and its catalog row. A
-// lost branch's row is no node's to change, but any node may delete it.
+// lost branch's row is no node's to change, but any node may delete it. A fenced
+// branch is refused before its files are touched: its row is not this node's to
+// delete (fence.go).
 func (m *Manager) destroyBranch(ctx context.Context, b *branch, reason string) error {
 	m.closeIdle(b)
 	m.mu.Lock()
-	lost := b.rec.State == catalog.Lost
+	lost, fenced, name := b.rec.State == catalog.Lost, b.fenced, b.rec.Name
 	m.mu.Unlock()
+	if fenced {
+		return m.fencedErr(name)
+	}
 	if !lost {
 		if err := m.save(ctx, b, reason, func(r *catalog.Branch) { r.State = catalog.Destroying }); err != nil {
 			return err

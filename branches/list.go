@@ -40,6 +40,7 @@ func (m *Manager) List() []Info { return m.list(false) }
 func (m *Manager) ListAll() []Info { return m.list(true) }
 
 func (m *Manager) list(all bool) []Info {
+	nodeLost := m.cat.NodeLost()
 	m.mu.Lock()
 	out := make([]Info, 0, len(m.branches))
 	ids := make([]int64, 0, len(m.branches))
@@ -63,6 +64,9 @@ func (m *Manager) list(all bool) []Info {
 		}
 		info.Node = r.NodeID
 		switch {
+		case b.fenced && nodeLost:
+			info.State = "fenced"
+			info.Error = "this node lost its registration in the catalog; this server stopped the branch's server and serves it no more (restart serve)"
 		case b.fenced:
 			info.State = "fenced"
 			info.Error = "the catalog gave the branch to another registration of this node; this server no longer serves it (restart serve)"

@@ -302,8 +302,8 @@ func (m *Manager) Close(ctx context.Context) error {
 	var wg sync.WaitGroup
 	m.mu.Lock()
 	for _, b := range m.branches {
-		if b.inst == nil && b.rec.State != catalog.Running {
-			continue
+		if b.inst == nil && (b.rec.State != catalog.Running || b.fenced) {
+			continue // nothing runs, or stopLocal stopped it: its stop is not this node's to record
 		}
 		b := b
 		wg.Add(1)
@@ -363,7 +363,7 @@ type ServerInfo struct {
 	Listen     string `json:"listen"`              // the proxy's listen address ("" before it listens)
 	Node       string `json:"node"`                // this server's node id in the catalog: the state directory's id
 	NodeEpoch  int64  `json:"node_epoch"`          // +1 at every start
-	NodeLost   bool   `json:"node_lost,omitempty"` // a heartbeat found the registration gone: restart serve
+	NodeLost   bool   `json:"node_lost,omitempty"` // the catalog found the registration gone: branches stopped, restart serve
 }
 
 // Info describes how this manager runs branches.

@@ -38,15 +38,22 @@ func registerNode(ctx context.Context, cat *catalog.Catalog, stateDir string, lo
 }
 
 // heartbeat renews the node's lease every NodeTTL/3 (and when the proxy's address
-// is set), and runs the janitor every janitorEvery beats, until ctx ends.
+// is set), and runs the janitor every janitorEvery beats, until ctx ends or the
+// catalog finds the registration gone (by a heartbeat or by any fenced write):
+// then it stops every branch server (leaveNode) and ends, since a lost node
+// writes nothing more to the catalog, the janitor's sweeps included.
 func (m *Manager) heartbeat(ctx context.Context) {
 	defer close(m.beatDone)
 	t := time.NewTicker(NodeTTL / 3)
 	defer t.Stop()
+	lost := m.cat.Lost()
 	failing := false
 	for n := 1; ; n++ {
 		select {
 		case <-ctx.Done():
+			return
+		case <-lost:
+			m.leaveNode(ctx)
 			return
 		case <-t.C:
 		case <-m.beatKick:
@@ -60,7 +67,8 @@ func (m *Manager) heartbeat(ctx context.Context) {
 
 // beat sends one heartbeat. A failure is logged when it starts and when it ends;
 // the next beat retries. A heartbeat that finds the registration gone is final
-// until serve starts again: the catalog then refuses this server's branch writes.
+// until serve starts again: the catalog closes its Lost channel, which the
+// heartbeat's loop acts on.
 func (m *Manager) beat(ctx context.Context, failing bool) bool {
 	if m.cat.NodeLost() {
 		return failing
@@ -70,9 +78,7 @@ func (m *Manager) beat(ctx context.Context, failing bool) bool {
 	err := m.cat.Heartbeat(bctx, m.ProxyAddr(), NodeTTL, m.load())
 	switch {
 	case errors.Is(err, catalog.ErrNodeLost):
-		m.log.Error("this node lost its registration in the catalog (registered again elsewhere, or declared dead): "+
-			"it refuses new branches and wakes until serve is restarted", zap.Error(err))
-		return false
+		return false // leaveNode logs it
 	case err != nil:
 		if !failing && ctx.Err() == nil {
 			m.log.Warn("node heartbeat failed; retrying", zap.Error(err))

@@ -175,6 +175,9 @@ func (m *Manager) RefreshSource(ctx context.Context, name string, progress func(
 // collectSeeds removes seed generations that are not their source's newest and that
 // no branch uses any more.
 func (m *Manager) collectSeeds(ctx context.Context) {
+	if m.cat.NodeLost() { // the seeds are the registration's that replaced this one
+		return
+	}
 	seeds, err := m.cat.Seeds(ctx)
 	if err != nil {
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,11 +79,14 @@ func TestNodeRegistration(t *testing.T) {
 }
 
 // TestNodeLostRegistration: a branch whose row carries another epoch is fenced
-// (its stop is refused, its server stopped, sessions get 57P03); a serve whose
-// registration is taken over (its epoch bumped in the catalog, as a second
-// registration of its node would) notices at its next heartbeat: a new branch
-// gets 57P03 naming the lost registration, the running branch keeps serving,
-// serve stops cleanly, and once restarted (epoch 3) it adopts and serves all.
+// (its stop is refused, its server stopped, sessions get 57P03) while the other
+// branches serve on; a serve whose registration is taken over (its epoch bumped
+// in the catalog, as a second registration of its node would) notices at its
+// first fenced write or heartbeat, whichever comes first, and stops every branch
+// server, not only the one whose write was refused: a session held on another
+// running branch ends (57P01 or a closed connection), its postmaster is gone,
+// and new sessions get 57P03 naming the lost registration. serve stops cleanly,
+// and once restarted (epoch 3) it adopts and serves all.
 func TestNodeLostRegistration(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -117,31 +121,59 @@ func TestNodeLostRegistration(t *testing.T) {
 		t.Fatalf("a session on the fenced branch: %v (SQLSTATE %q), want 57P03\n%s", err, code, s.logs())
 	}
 
+	// Another running branch, with a session held on it, serves on.
+	held := s.connect(t, "app@up")
+	if _, err := held.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatalf("a session on the running branch beside a fenced one: %v\n%s", err, s.logs())
+	}
+	mustWrite(t, s, "other", "v1")
+	bs := s.branches()
+	pids := map[string]int{"up": bs["up"].PID, "other": bs["other"].PID}
+	for name, pid := range pids {
+		if pid == 0 || !slices.Contains(postmastersUnder(state), pid) {
+			t.Fatalf("branch %s runs as pid %d, not among the postmasters %v", name, pid, postmastersUnder(state))
+		}
+	}
+
 	if _, err := db.ExecContext(ctx, "UPDATE nodes SET epoch = epoch + 1"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "serve to notice its lost registration", func() bool {
-		return strings.Contains(s.mustCLI("info"), `"node_lost": true`)
+	// The first fenced write, unless a heartbeat came first, finds the
+	// registration gone; either way it is refused for the node, not the branch.
+	if out, err := s.cli("branch", "stop", "other"); err == nil || !strings.Contains(out, "lost its registration") {
+		t.Fatalf("branch stop after the registration was lost: %v\n%s", err, out)
+	}
+	eventually(t, 20*time.Second, "every branch server to stop", func() bool {
+		left := postmastersUnder(state)
+		return !slices.Contains(left, pids["up"]) && !slices.Contains(left, pids["other"])
 	})
-	c, err = s.connectErr("app@new")
-	if err == nil {
-		c.Close(ctx)
+	if _, err := held.Exec(ctx, "SELECT 1"); err == nil || pgCode(err) != "57P01" && !held.IsClosed() {
+		t.Fatalf("the held session after its server was stopped: %v (SQLSTATE %q), want 57P01 or a closed connection", err, pgCode(err))
 	}
-	if code := pgCode(err); code != "57P03" || !strings.Contains(err.Error(), "lost its registration") {
-		t.Fatalf("a new branch after the registration was lost: %v (SQLSTATE %q), want 57P03 naming the lost registration\n%s", err, code, s.logs())
+	if !strings.Contains(s.mustCLI("info"), `"node_lost": true`) {
+		t.Fatalf("info does not say the node is lost:\n%s", s.mustCLI("info"))
 	}
-	if out, err := s.psql(t, "app@up", "SELECT v FROM t WHERE id = 1"); err != nil || out != "v1" {
-		t.Fatalf("the running branch after the registration was lost: %q %v\n%s", out, err, s.logs())
+	for _, db := range []string{"app@new", "app@up"} {
+		c, err = s.connectErr(db)
+		if err == nil {
+			c.Close(ctx)
+		}
+		if code := pgCode(err); code != "57P03" || !strings.Contains(err.Error(), "lost its registration") {
+			t.Fatalf("a session on %s after the registration was lost: %v (SQLSTATE %q), want 57P03 naming the lost registration\n%s", db, err, code, s.logs())
+		}
+	}
+	if b := s.branches()["up"]; b.State != "fenced" || !strings.Contains(b.Error, "lost its registration") {
+		t.Fatalf("branch ls shows the stopped branch as %+v", b)
 	}
 
 	s.stop()
-	assertNothingLeft(t, state) // the running branch's server too, though its stop could not be recorded
+	assertNothingLeft(t, state)
 	s2 := startServer(t, state, "--catalog", url)
 	if ns := nodeList(t, s2); len(ns) != 1 || ns[0].Epoch != 3 {
 		t.Fatalf("after a restart node ls = %+v, want epoch 3", ns)
 	}
 	mustWrite(t, s2, "new", "v2")
-	for branch, want := range map[string]string{"up": "v1", "taken": "v0"} {
+	for branch, want := range map[string]string{"up": "v1", "taken": "v0", "other": "v1"} {
 		if out, err := s2.psql(t, "app@"+branch, "SELECT v FROM t WHERE id = 1"); err != nil || out != want {
 			t.Fatalf("app@%s after a restart: %q %v, want %q\n%s", branch, out, err, want, s2.logs())
 		}

@@ -106,7 +106,7 @@ func classify(err error) clientError {
 			hint: "its node was declared dead; destroy the branch (pgbranchproxy branch destroy) to use the name again"}
 	case errors.Is(err, branches.ErrNodeLost):
 		return clientError{code: codeCannotConnectNow, message: "this pgbranchproxy node lost its registration in the catalog",
-			hint: "branches already running still serve; creating or waking one works again once the server is restarted"}
+			hint: "it stopped its branches' servers and serves none until it is restarted"}
 	case errors.Is(err, branches.ErrFenced):
 		return clientError{code: codeCannotConnectNow, message: "the branch is no longer served by this pgbranchproxy node",
 			hint: "another registration of this node owns it in the catalog; restart the server"}
