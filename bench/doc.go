@@ -21,8 +21,10 @@
 //	BENCH_ONLY=phase   run one phase alone on the small data set: nofork (warm pool,
 //	                   server-session reuse, the 200-test suites), containers
 //	                   (--runtime docker next to the process runtime; needs `make image`)
-//	                   or relay (throughput: direct, PgBouncer, the proxy on the
+//	                   relay (throughput: direct, PgBouncer, the proxy on the
 //	                   default relay and a second proxy with --relay kernel)
+//	                   or roles (a front and a node on one Postgres catalog against
+//	                   the single-host proxy)
 //
 // It needs root (the proxy mounts OverlayFS) and the OS user postgres. Every
 // process it starts is stopped by PID and its temporary directory removed, also

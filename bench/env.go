@@ -33,7 +33,7 @@ type config struct {
 	footprintSeconds int // each pgbench run of the owned-bytes phase
 	jsonPath         string
 	keep             bool
-	only             string // BENCH_ONLY: "nofork", "containers" or "relay" (throughput) runs only that phase (small data set)
+	only             string // BENCH_ONLY: "nofork", "containers", "relay" (throughput) or "roles" runs only that phase (small data set)
 }
 
 func loadConfig() (config, error) {
@@ -44,8 +44,8 @@ func loadConfig() (config, error) {
 			newBranchRounds: 6, altRounds: 2, wakeRounds: 3, resetRounds: 3, fanoutRounds: 1, footprintSeconds: 2}
 	}
 	c.only = os.Getenv("BENCH_ONLY")
-	if c.only != "" && c.only != "nofork" && c.only != "containers" && c.only != "relay" {
-		return c, fmt.Errorf("BENCH_ONLY=%q: the phases that run alone are nofork, containers and relay", c.only)
+	if c.only != "" && c.only != "nofork" && c.only != "containers" && c.only != "relay" && c.only != "roles" {
+		return c, fmt.Errorf("BENCH_ONLY=%q: the phases that run alone are nofork, containers, relay and roles", c.only)
 	}
 	for name, p := range map[string]*int{"BENCH_ROUNDS": &c.rounds, "BENCH_SECONDS": &c.seconds} {
 		if v := os.Getenv(name); v != "" {

@@ -95,6 +95,8 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		return containerOverhead(ctx, e, px, small, rep)
 	case "relay":
 		return throughput(ctx, e, px, small, rep)
+	case "roles":
+		return roles(ctx, e, px, small, rep)
 	}
 
 	if err := newBranches(ctx, e, px, small, large, rep); err != nil {
@@ -113,6 +115,9 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 	if err := noFork(ctx, e, small, rep); err != nil {
+		return err
+	}
+	if err := roles(ctx, e, px, small, rep); err != nil {
 		return err
 	}
 	if err := footprint(ctx, e, px, small, "owned_mib", rep); err != nil {
@@ -157,6 +162,7 @@ func addTargets(rep *report) {
 	rep.check("branch within 3% of plain, select-only c1 (ratio ≥ 0.97)", "branch_select_only_ratio/plain", atLeast(0.97))
 	rep.check("branch within 3% of plain, select-only c8 (ratio ≥ 0.97)", "branch_select_only_ratio/plain_c8", atLeast(0.97))
 	kernelTargets(rep)
+	rolesTargets(rep)
 }
 
 // printReport writes the markdown report.

@@ -72,10 +72,6 @@ func throughput(ctx context.Context, e *env, px *proxyServer, d *dataset, rep *r
 			paths: []path{p["direct_tcp"], p["pgbouncer"], p["proxy"], kp}},
 		{metric: "tpcb_c4_tps", w: workload{Clients: 4}, paths: []path{p["direct_unix"], p["branch_unix"], p["direct_tcp"], p["proxy"], kp}},
 	}
-	for _, g := range groups {
-		g.tps = make([][]float64, len(g.paths))
-	}
-
 	// CPU a proxy process spends per transaction, by workload and proxy.
 	pids := map[string]int{"proxy": px.proc.cmd.Process.Pid, kp.name: kernel.proc.cmd.Process.Pid}
 	whose := map[string]string{"proxy": "the proxy process",
@@ -96,25 +92,8 @@ func throughput(ctx context.Context, e *env, px *proxyServer, d *dataset, rep *r
 		}
 		return tps, err
 	}
-	start := time.Now()
-	for _, g := range groups {
-		for _, pa := range g.paths {
-			if _, err := run(g, pa, cfg.warmup); err != nil {
-				return fmt.Errorf("warm-up %s/%s: %w", g.metric, pa.name, err)
-			}
-		}
-	}
-	for r := range cfg.rounds {
-		e.logf("throughput round %d/%d (%s so far)", r+1, cfg.rounds, time.Since(start).Round(time.Second))
-		for _, g := range groups {
-			for _, i := range rotation(len(g.paths), r) {
-				tps, err := run(g, g.paths[i], cfg.seconds)
-				if err != nil {
-					return fmt.Errorf("%s/%s round %d: %w", g.metric, g.paths[i].name, r+1, err)
-				}
-				g.tps[i] = append(g.tps[i], tps)
-			}
-		}
+	if err := measureGroups(ctx, e, groups, run); err != nil {
+		return err
 	}
 
 	note := func(g *tpsGroup) string {
@@ -158,5 +137,36 @@ func throughput(ctx context.Context, e *env, px *proxyServer, d *dataset, rep *r
 	ratio("tpcb_c4_ratio/proxy_vs_direct_tcp", "tpcb_c4_tps/proxy", "tpcb_c4_tps/direct_tcp", "paired by round")
 	ratio("branch_tpcb_ratio/plain", "tpcb_c4_tps/branch_unix", "tpcb_c4_tps/direct_unix", "branch vs plain cluster, both unix socket, c4, paired")
 	kernelRatios(ratio)
+	return nil
+}
+
+// measureGroups runs every group's paths once for cfg.warmup seconds, then
+// cfg.rounds rounds of cfg.seconds, the paths rotated from round to round, and
+// records each run's tps in its group.
+func measureGroups(ctx context.Context, e *env, groups []*tpsGroup, run func(g *tpsGroup, pa path, seconds int) (float64, error)) error {
+	cfg := e.cfg
+	for _, g := range groups {
+		g.tps = make([][]float64, len(g.paths))
+	}
+	start := time.Now()
+	for _, g := range groups {
+		for _, pa := range g.paths {
+			if _, err := run(g, pa, cfg.warmup); err != nil {
+				return fmt.Errorf("warm-up %s/%s: %w", g.metric, pa.name, err)
+			}
+		}
+	}
+	for r := range cfg.rounds {
+		e.logf("throughput round %d/%d (%s so far)", r+1, cfg.rounds, time.Since(start).Round(time.Second))
+		for _, g := range groups {
+			for _, i := range rotation(len(g.paths), r) {
+				tps, err := run(g, g.paths[i], cfg.seconds)
+				if err != nil {
+					return fmt.Errorf("%s/%s round %d: %w", g.metric, g.paths[i].name, r+1, err)
+				}
+				g.tps[i] = append(g.tps[i], tps)
+			}
+		}
+	}
 	return nil
 }
