@@ -103,6 +103,10 @@ func bindCatalog(ctx context.Context, cat *catalog.Catalog, stateDir, where stri
 	if fileID != "" && fileID == catID {
 		return nil
 	}
+	if catID == catalog.ClusterBinding {
+		return fmt.Errorf("%w: the catalog %s is shared by the nodes of a cluster; serve --role node on it, "+
+			"or give this server a catalog of its own", ErrNotBound, where)
+	}
 	if strings.HasPrefix(catID, catalog.RetiredPrefix) {
 		return fmt.Errorf("%w: the catalog %s was copied to another by catalog migrate, and the state directory %s "+
 			"belongs to the copy now; serve with the new catalog (--catalog), or copy the rows back with "+

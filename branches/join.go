@@ -11,12 +11,14 @@ import (
 
 // joinCatalog checks that the state directory may serve as a node of cat, one
 // of several (Config.Join), and returns its node id: the directory's own id if
-// the catalog knows it as a node (a node restarting), or a new one for a
-// directory that holds nothing (a node joining). A directory with data the
-// catalog does not know as a node is refused, as bindCatalog refuses a catalog
-// that is not the directory's: reconcile would remove what it has no row for.
-// Nodes do not bind the catalog to one directory, and never take over rows of
-// no node (ClearOwners): those are a single server's.
+// the catalog knows it as a node (a node restarting) or is the single server's
+// that becomes a node, or a new one for a directory that holds nothing (a node
+// joining). A directory with data the catalog does not know as a node is
+// refused, as bindCatalog refuses a catalog that is not the directory's:
+// reconcile would remove what it has no row for. So is a catalog that a single
+// server owns (bound to another state directory): it adopts rows of no node and
+// treats the catalog as its own. Once a node holds the catalog (OwnNode), it
+// marks it as the cluster's (markCluster), which single servers refuse.
 //
 // want, if set, is the node's name in the cluster (its certificate's): a new
 // node takes it as its id, and a known one must have it.
@@ -34,12 +36,15 @@ func joinCatalog(ctx context.Context, cat *catalog.Catalog, stateDir, where, wan
 	if err != nil {
 		return "", err
 	}
-	if strings.HasPrefix(catID, catalog.RetiredPrefix) {
+	switch {
+	case strings.HasPrefix(catID, catalog.RetiredPrefix):
 		return "", fmt.Errorf("%w: the catalog %s was copied to another by catalog migrate; serve with the new catalog (--catalog)",
 			ErrNotBound, where)
-	}
-	if id != "" && id == catID {
-		return id, nil
+	case id != "" && id == catID:
+		return id, nil // the single server of this directory becomes a node
+	case catID != "" && catID != catalog.ClusterBinding:
+		return "", fmt.Errorf("%w: the catalog %s belongs to the single server of state directory id %s; "+
+			"restart that server as --role node first, and nodes can join", ErrNotBound, where, catID)
 	}
 	if id != "" {
 		nodes, err := cat.Nodes(ctx)
@@ -79,7 +84,15 @@ func ownCatalog(ctx context.Context, cat *catalog.Catalog, cfg Config) (disown f
 		if err != nil {
 			return nil, err
 		}
-		return cat.OwnNode(ctx, id)
+		if disown, err = cat.OwnNode(ctx, id); err != nil {
+			return nil, err
+		}
+		// Held as a node, no single server holds it: mark it the cluster's.
+		if err := cat.SetStateID(ctx, catalog.ClusterBinding); err != nil {
+			disown()
+			return nil, err
+		}
+		return disown, nil
 	}
 	if disown, err = cat.Own(ctx); err != nil {
 		return nil, err

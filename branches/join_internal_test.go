@@ -14,7 +14,9 @@ import (
 // A node joins a catalog of other nodes with an empty state directory (a new id
 // is written), and again with its own (the catalog knows it as a node); a state
 // directory with data the catalog does not know as a node is refused and left as
-// it was, and so is a catalog that catalog migrate retired.
+// it was, and so are a catalog a single server owns (but to that server's own
+// directory) and one that catalog migrate retired. A single server refuses the
+// nodes' catalog.
 func TestJoinCatalog(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -64,6 +66,31 @@ func TestJoinCatalog(t *testing.T) {
 	}
 	if onFile, _ := ReadStateID(stranger); onFile != "stranger" {
 		t.Fatalf("the refused directory's id became %q", onFile)
+	}
+
+	// A catalog bound to a single server takes no node but that server's own
+	// state directory; a catalog the nodes share takes no single server.
+	if err := cat.SetStateID(ctx, "single"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := joinCatalog(ctx, cat, t.TempDir(), "cat", ""); !errors.Is(err, ErrNotBound) {
+		t.Fatalf("a node on a single server's catalog: %v, want ErrNotBound", err)
+	}
+	single := t.TempDir()
+	if err := WriteStateID(single, "single"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := joinCatalog(ctx, cat, single, "cat", ""); err != nil || got != "single" {
+		t.Fatalf("the single server becoming a node: %q %v", got, err)
+	}
+	if err := cat.SetStateID(ctx, catalog.ClusterBinding); err != nil {
+		t.Fatal(err)
+	}
+	if err := bindCatalog(ctx, cat, t.TempDir(), "cat"); !errors.Is(err, ErrNotBound) {
+		t.Fatalf("a single server on the nodes' catalog: %v, want ErrNotBound", err)
+	}
+	if got, err := joinCatalog(ctx, cat, t.TempDir(), "cat", "node-10"); err != nil || got != "node-10" {
+		t.Fatalf("a node joining the nodes' catalog: %q %v", got, err)
 	}
 
 	if err := cat.Retire(ctx, "x"); err != nil {

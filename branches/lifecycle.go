@@ -154,6 +154,9 @@ func (m *Manager) create(ctx context.Context, b *branch, reason string) (err err
 	m.mu.Unlock()
 	rec.State, rec.CreatedAt, rec.StateAt, rec.LastUsedAt = catalog.Creating, m.now(), m.now(), m.now()
 	id, err := m.cat.InsertBranch(context.WithoutCancel(ctx), rec, reason)
+	if errors.Is(err, catalog.ErrExists) {
+		err = fmt.Errorf("%w (on another node): %w", ErrExists, err) // two nodes raced for the name
+	}
 	if err != nil {
 		m.forget(b)
 		return fmt.Errorf("record new branch: %w", err)

@@ -191,6 +191,11 @@ func (m *Manager) collectSeeds(ctx context.Context) {
 	for _, b := range all {
 		used[b.SeedID] = true
 	}
+	// Each source's newest ready generation is kept, as the catalog records it: on
+	// a node of several it may be newer than this node knows yet.
+	for _, sd := range catalog.NewestSeeds(seeds) {
+		used[sd.ID] = true
+	}
 	m.mu.Lock()
 	for _, b := range m.branches {
 		used[b.rec.SeedID] = true
@@ -202,7 +207,8 @@ func (m *Manager) collectSeeds(ctx context.Context) {
 	}
 	m.mu.Unlock()
 	for _, sd := range seeds {
-		if used[sd.ID] || sd.State != catalog.SeedReady {
+		// A seed another node built is that node's to remove.
+		if used[sd.ID] || sd.State != catalog.SeedReady || sd.Dir != m.seedDir(sd) {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Dir(m.seedDir(sd))); err != nil {
@@ -311,6 +317,11 @@ func (m *Manager) RemoveSource(ctx context.Context, name string) error {
 		m.mu.Unlock()
 		return fmt.Errorf("source %q has %d branches: destroy them first: %w", name, n, ErrBusy)
 	}
+	m.mu.Unlock()
+	if err := m.othersHoldSource(ctx, name); err != nil {
+		return err
+	}
+	m.mu.Lock()
 	delete(m.sources, name) // no more refills
 	m.mu.Unlock()
 	for _, k := range pooled {

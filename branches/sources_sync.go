@@ -2,6 +2,7 @@ package branches
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
@@ -16,7 +17,9 @@ import (
 // copied to the same path first, which nothing does yet.
 
 // syncSources takes, from the catalog, the sources this node does not know and
-// the newer ready seeds of those it does. It removes nothing.
+// the newer ready seeds of those it does, and drops the sources the catalog no
+// longer has (removed on another node, which refuses while any node has
+// branches of them).
 func (m *Manager) syncSources(ctx context.Context) error {
 	srcs, err := m.cat.Sources(ctx)
 	if err != nil {
@@ -26,15 +29,12 @@ func (m *Manager) syncSources(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	newest := map[string]catalog.Seed{}
-	for _, sd := range seeds {
-		if sd.State == catalog.SeedReady && sd.Generation > newest[sd.Source].Generation {
-			newest[sd.Source] = sd
-		}
-	}
+	newest := catalog.NewestSeeds(seeds)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	known := map[string]bool{}
 	for _, s := range srcs {
+		known[s.Name] = true
 		sd, ok := newest[s.Name]
 		if !ok {
 			continue
@@ -46,6 +46,36 @@ func (m *Manager) syncSources(ctx context.Context) error {
 		case st.seed == nil || st.seed.Generation < sd.Generation:
 			st.src, st.seed = s, &sd
 		}
+	}
+	for name := range m.sources {
+		if !known[name] {
+			delete(m.sources, name)
+		}
+	}
+	return nil
+}
+
+// othersHoldSource refuses, on a node of several, to remove a source while
+// another node has branches of it (its warm pool's included): their seeds would
+// go with the source's rows.
+func (m *Manager) othersHoldSource(ctx context.Context, name string) error {
+	if !m.cfg.Join {
+		return nil
+	}
+	all, err := m.cat.Branches(ctx)
+	if err != nil {
+		return err
+	}
+	me, _, _ := m.cat.Registration()
+	n := 0
+	for _, b := range all {
+		if b.Source == name && b.NodeID != me {
+			n++
+		}
+	}
+	if n > 0 {
+		return fmt.Errorf("source %q has %d branches on other nodes (pooled ones included): destroy them, "+
+			"and set its warm pool to 0 (source set --warm 0), first: %w", name, n, ErrBusy)
 	}
 	return nil
 }

@@ -114,7 +114,7 @@ func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, er
 		if err != nil {
 			return nil, err
 		}
-		return &lease{node: node, addr: addr, source: src.name, dial: b.dial}, nil
+		return &lease{node: node, addr: addr, opts: withSource(r.Options, src.name), dial: b.dial}, nil
 	}
 	if rt.Branch.State == catalog.Lost {
 		return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch was on a lost node",
@@ -122,9 +122,10 @@ func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, er
 	}
 	if rt.NodeAddr == "" || rt.NodeState == catalog.NodeDead || !rt.NodeLive {
 		return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch's node is not serving",
-			Hint: fmt.Sprintf("node %s holds the branch and has not renewed its lease; try again when it is back", shortID(rt.NodeID))}
+			Hint: "the node that holds the branch has not renewed its lease; try again when it is back",
+			Err:  fmt.Errorf("node %s at %q, %s, lease live %v", rt.NodeID, rt.NodeAddr, rt.NodeState, rt.NodeLive)}
 	}
-	return &lease{node: rt.NodeID, addr: rt.NodeAddr, source: src.name, dial: b.dial}, nil
+	return &lease{node: rt.NodeID, addr: rt.NodeAddr, opts: withSource(r.Options, src.name), dial: b.dial}, nil
 }
 
 // place picks the node for a new branch: of the live, active nodes with an
@@ -202,16 +203,11 @@ func (b *Branches) load(ctx context.Context, fresh bool) ([]sourceSeed, error) {
 	if err != nil {
 		return nil, catalogError(err)
 	}
+	newest := catalog.NewestSeeds(seeds)
 	out := make([]sourceSeed, 0, len(srcs))
 	for _, s := range srcs {
-		ss := sourceSeed{name: s.Name}
-		best := -1
-		for _, sd := range seeds {
-			if sd.Source == s.Name && sd.State == catalog.SeedReady && sd.Generation > best {
-				best, ss.databases, ss.roles = sd.Generation, sd.Databases, sd.Roles
-			}
-		}
-		out = append(out, ss)
+		sd := newest[s.Name]
+		out = append(out, sourceSeed{name: s.Name, databases: sd.Databases, roles: sd.Roles})
 	}
 	b.sources, b.loaded = out, time.Now()
 	return out, nil
@@ -230,10 +226,7 @@ func noSuchBranch() error {
 	return &proxy.ClientError{Code: codeInvalidDatabase, Message: "no such source or branch"}
 }
 
-// shortID shortens a node id for messages.
-func shortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
+func withSource(o router.Options, source string) router.Options {
+	o.Source = source
+	return o
 }

@@ -13,10 +13,10 @@ import (
 // keeps the branch's server sessions for reuse; the front keeps nothing, so the
 // lease parks nothing and releasing it has nothing to undo.
 type lease struct {
-	node   string // its id
-	addr   string
-	source string // the source the front resolved
-	dial   Dialer
+	node string // its id
+	addr string
+	opts router.Options // the route's, with the source the front resolved
+	dial Dialer
 }
 
 var _ proxy.RouteForwarder = (*lease)(nil)
@@ -33,11 +33,9 @@ func (l *lease) Dial(ctx context.Context) (net.Conn, error) {
 	return c, nil
 }
 
-// RouteParams names the source for the node, which may know others by the
-// same database.
-func (l *lease) RouteParams() map[string]string {
-	return map[string]string{router.OptSource: l.source}
-}
+// RouteParams gives the node the route's options, the source named: the node
+// may know other sources by the same database.
+func (l *lease) RouteParams() map[string]string { return l.opts.Params() }
 
 func (l *lease) TakeIdle(string) io.Closer { return nil }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -77,6 +78,14 @@ func TestFrontsAndNodes(t *testing.T) {
 	if onA == onB {
 		t.Fatalf("branch race on node a: %v, on node b: %v; want exactly one", onA, onB)
 	}
+
+	// A source is not removed from under other nodes' branches: a third node,
+	// with none of its own, is refused.
+	c := startServer(t, newStateDir(t), "--catalog", url, "--role", "node")
+	if out, err := c.cli("source", "rm", "app"); err == nil || !strings.Contains(out, "on other nodes") {
+		t.Fatalf("source rm on a node without branches while others have some: %v\n%s", err, out)
+	}
+	c.stop()
 
 	// Node b dies: its branches are refused, a's are served, through either front.
 	var ofA, ofB string

@@ -83,10 +83,14 @@ func (s *Server) handle(raw net.Conn) {
 		s.refuse(conn, log, err)
 		return
 	}
-	sc, reused, err := s.serverSession(ctx, lease, serverParams(lease, st.params, route))
+	sc, reused, err := s.serverSession(ctx, lease, serverParams(lease, route))
 	if err != nil {
 		lease.Release()
 		var be *backendError
+		var ce *ClientError
+		if _, fwd := lease.(RouteForwarder); fwd && !errors.As(err, &be) && !errors.As(err, &ce) {
+			err = errNodeSilent(err)
+		}
 		if errors.As(err, &be) {
 			// The branch server's own refusal (too many clients, no such database)
 			// reaches the client as it was sent.
@@ -143,15 +147,16 @@ func (s *Server) cancelSecret(lease Lease, sc *serverConn, version uint32, issue
 }
 
 // serverParams returns the startup parameters for the lease's server: the route's
-// for a branch server, the client's own with the route made explicit for a
-// pgbranchproxy that routes the session again (RouteForwarder).
-func serverParams(lease Lease, client map[string]string, route router.Route) map[string]string {
+// for a branch server; for a pgbranchproxy that routes the session again
+// (RouteForwarder), the same with the route made explicit (database@branch) and
+// the pgbranch.* parameters the lease gives.
+func serverParams(lease Lease, route router.Route) map[string]string {
 	f, ok := lease.(RouteForwarder)
 	if !ok {
 		return route.Params
 	}
-	out := make(map[string]string, len(client)+1)
-	for k, v := range client {
+	out := make(map[string]string, len(route.Params)+4)
+	for k, v := range route.Params {
 		out[k] = v
 	}
 	out["database"] = route.Database + "@" + route.Branch
@@ -159,6 +164,13 @@ func serverParams(lease Lease, client map[string]string, route router.Route) map
 		out[k] = v
 	}
 	return out
+}
+
+// errNodeSilent: a node behind a front did not start the session (it timed out
+// or closed without saying why).
+func errNodeSilent(err error) error {
+	return &ClientError{Code: codeCannotConnectNow, Message: "the branch's node did not answer",
+		Hint: "try again in a moment", Err: err}
 }
 
 // parkAfterLeave parks a session the pump reset only once its client's lease has

@@ -119,6 +119,9 @@ func classify(err error) clientError {
 		return clientError{code: codeInvalidDatabase, message: "no such source or branch"}
 	case errors.Is(err, branches.ErrClosed):
 		return clientError{code: codeAdminShutdown, message: "the proxy is shutting down"}
+	case errors.Is(err, branches.ErrExists):
+		// Two nodes raced for one new name: the other one has it.
+		return clientError{code: codeCannotConnectNow, message: "the branch is being created elsewhere", hint: "try again in a moment"}
 	case errors.Is(err, branches.ErrBusy):
 		return clientError{code: codeObjectInUse, message: "the branch is in use by other sessions", hint: "pgbranch.reset=on needs the branch to have no other session"}
 	case errors.Is(err, branches.ErrInvalid):

@@ -26,3 +26,11 @@ func TestClassifyClientError(t *testing.T) {
 		t.Fatalf("classified as %+v", ce)
 	}
 }
+
+// A name another node took while this one created it asks the client to retry.
+func TestClassifyNameTakenElsewhere(t *testing.T) {
+	err := fmt.Errorf("record new branch: %w", fmt.Errorf("%w (on another node): x", branches.ErrExists))
+	if ce := classify(err); ce.code != "57P03" || ce.id != "" {
+		t.Fatalf("classified as %+v", ce)
+	}
+}

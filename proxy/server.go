@@ -36,10 +36,9 @@ type Lease interface {
 }
 
 // A RouteForwarder is a Lease whose server is another pgbranchproxy that routes
-// the session itself (a node behind a front): it is sent the client's startup
-// parameters with the route in them (database@branch and the pgbranch.*
-// settings) rather than the branch server's, and the parameters RouteParams
-// adds (the source the front resolved, so that the node need not guess).
+// the session itself (a node behind a front): it is sent the route's startup
+// parameters with database@branch, and the pgbranch.* parameters RouteParams
+// gives (the route's options, with the source the front resolved).
 type RouteForwarder interface {
 	RouteParams() map[string]string
 }

@@ -208,25 +208,29 @@ func TestReadMessage(t *testing.T) {
 type forwardingLease struct{ Lease }
 
 func (forwardingLease) RouteParams() map[string]string {
-	return map[string]string{"pgbranch.source": "s1"}
+	return map[string]string{"pgbranch.source": "s1", "pgbranch.ttl": "1h0m0s"}
 }
 
-// A node behind a front is sent the client's own parameters, with the route made
-// explicit (a default branch included); a branch server gets the route's.
+// A node behind a front is sent the route's parameters with the route made
+// explicit (a default branch included) and the lease's pgbranch.* parameters,
+// never the client's own pgbranch.* keys (in whatever case); a branch server gets
+// the route's.
 func TestServerParams(t *testing.T) {
-	client := map[string]string{"user": "u", "database": "app", "options": "-c pgbranch.ttl=1h", "application_name": "x"}
+	client := map[string]string{"user": "u", "database": "app", "options": "-c pgbranch.ttl=1h -c work_mem=8MB",
+		"application_name": "x", "PGBRANCH.SOURCE": "other"}
 	route, err := router.Parse(client, "main")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := serverParams(forwardingLease{}, client, route)
-	if got["database"] != "app@main" || got["pgbranch.source"] != "s1" || got["options"] != "-c pgbranch.ttl=1h" || got["user"] != "u" || got["application_name"] != "x" {
+	got := serverParams(forwardingLease{}, route)
+	if got["database"] != "app@main" || got["pgbranch.source"] != "s1" || got["pgbranch.ttl"] != "1h0m0s" ||
+		got["options"] != "-c work_mem=8MB" || got["user"] != "u" || got["application_name"] != "x" || got["PGBRANCH.SOURCE"] != "" {
 		t.Fatalf("forwarded params %v", got)
 	}
-	if client["database"] != "app" {
-		t.Fatal("the client's parameters were changed")
+	if route.Params["database"] != "app" {
+		t.Fatal("the route's parameters were changed")
 	}
-	if got := serverParams(nil, client, route); got["database"] != "app" || got["options"] != "" {
+	if got := serverParams(nil, route); got["database"] != "app" || got["pgbranch.source"] != "" {
 		t.Fatalf("branch server params %v", got)
 	}
 }

@@ -2,6 +2,7 @@ package router
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -185,4 +186,29 @@ func asciiLower(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// Params returns the options that are set as pgbranch.* startup parameters, which
+// Parse reads back to the same Options: how a front passes a route on to a node.
+func (o Options) Params() map[string]string {
+	p := map[string]string{}
+	if o.Source != "" {
+		p[OptSource] = o.Source
+	}
+	if o.From != "" {
+		p[OptFrom] = o.From
+	}
+	if o.TTL > 0 {
+		p[OptTTL] = o.TTL.String()
+	}
+	if o.Ephemeral {
+		p[OptEphemeral] = "on"
+	}
+	if o.Reset {
+		p[OptReset] = "on"
+	}
+	if o.Quota > 0 {
+		p[OptQuota] = strconv.FormatInt(o.Quota, 10)
+	}
+	return p
 }

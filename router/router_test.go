@@ -386,3 +386,26 @@ func TestQuotaOption(t *testing.T) {
 		t.Fatalf("bad quota: %v", err)
 	}
 }
+
+// Options.Params round-trips: a route's options, passed on as startup
+// parameters, parse back to the same options.
+func TestOptionsParamsRoundTrip(t *testing.T) {
+	in := map[string]string{"user": "u", "database": "app@x",
+		"options": "-c pgbranch.ttl=90m -c pgbranch.quota=2GB -c pgbranch.ephemeral=on -c pgbranch.reset=true -c pgbranch.from=main -c pgbranch.source=s"}
+	r, err := router.Parse(in, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := r.Options.Params()
+	out["user"], out["database"] = "u", "app@x"
+	back, err := router.Parse(out, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Options != r.Options {
+		t.Fatalf("options %+v came back as %+v (params %v)", r.Options, back.Options, out)
+	}
+	if len((router.Options{}).Params()) != 0 {
+		t.Fatal("no options gave parameters")
+	}
+}

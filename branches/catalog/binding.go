@@ -74,6 +74,11 @@ func (c *Catalog) SetStateID(ctx context.Context, id string) (err error) {
 	return nil
 }
 
+// ClusterBinding is the binding of a catalog that nodes share (serve --role
+// node): it belongs to no single state directory, and a server that would own it
+// alone refuses it.
+const ClusterBinding = "cluster"
+
 // Retire marks the catalog as migrated away from its state directory id, so that a
 // server started on it again (an old unit file, a forgotten --catalog) is refused
 // instead of reconciling the state directory against rows that are out of date.

@@ -59,3 +59,15 @@ type scanTail struct {
 func (s scanTail) Scan(dest ...any) error {
 	return s.row.Scan(append(dest, s.tail...)...)
 }
+
+// NewestSeeds returns each source's newest ready seed generation: the one its new
+// branches are made from.
+func NewestSeeds(seeds []Seed) map[string]Seed {
+	newest := map[string]Seed{}
+	for _, sd := range seeds {
+		if sd.State == SeedReady && sd.Generation > newest[sd.Source].Generation {
+			newest[sd.Source] = sd
+		}
+	}
+	return newest
+}

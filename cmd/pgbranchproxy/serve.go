@@ -17,6 +17,7 @@ import (
 
 	"github.com/pgbranchproxy/pgbranchproxy/admin"
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/roles"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/seed"
@@ -29,6 +30,7 @@ import (
 )
 
 type serveFlags struct {
+	authSet        bool // --auth was given
 	role           string
 	advertise      string
 	clusterDir     string
@@ -78,6 +80,7 @@ func newServe(g *globalFlags) *cobra.Command {
 		Short: "Run the proxy in the foreground",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			f.authSet = cmd.Flags().Changed("auth")
 			return serve(g, f)
 		},
 	}
@@ -161,8 +164,14 @@ func serve(g *globalFlags, f *serveFlags) error {
 	case roleFront:
 		return serveFront(g, f)
 	case roleNode:
-		if !postgresURL(f.catalog) {
+		if !catalog.IsPostgres(f.catalog) {
 			return errors.New("--role node needs --catalog postgres://…: nodes and fronts share one catalog")
+		}
+		if f.authSet && f.auth != proxy.AuthTrust {
+			return errors.New("a node does not authenticate clients, its fronts do: --auth is for --role front (and all)")
+		}
+		if f.advertise == "" && unspecifiedHost(f.listen) {
+			return fmt.Errorf("--listen %s is no address a front can dial: give --advertise HOST:PORT", f.listen)
 		}
 		// Fronts authenticate; a node trusts the sessions they open.
 		f.auth = proxy.AuthTrust
@@ -504,6 +513,17 @@ func parseBudget(v, stateDir string) (int64, error) {
 }
 
 // loopbackListen reports whether addr listens on loopback only.
+// unspecifiedHost reports whether addr listens on every address (0.0.0.0, ::
+// or no host), which is no address to dial.
+func unspecifiedHost(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "" || ip != nil && ip.IsUnspecified()
+}
+
 func loopbackListen(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
+	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 	"github.com/pgbranchproxy/pgbranchproxy/cluster"
@@ -23,15 +23,11 @@ const (
 	roleNode  = "node"
 )
 
-func postgresURL(s string) bool {
-	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
-}
-
 // serveFront runs a front: the client-facing proxy alone, routing each session to
 // the node that serves its branch, with the catalog as the only shared state. It
 // needs no root and runs no branch.
 func serveFront(g *globalFlags, f *serveFlags) error {
-	if !postgresURL(f.catalog) {
+	if !catalog.IsPostgres(f.catalog) {
 		return errors.New("--role front needs --catalog postgres://…: fronts and nodes share one catalog")
 	}
 	member, err := loadMember(f, cluster.RoleFront)
@@ -73,8 +69,10 @@ func serveFront(g *globalFlags, f *serveFlags) error {
 	}
 	routes := front.New(cat, dial)
 	px, err := proxy.New(proxy.Config{
-		DefaultBranch:   f.defaultBranch,
-		AcquireTimeout:  f.startupTimeout,
+		DefaultBranch: f.defaultBranch,
+		// Longer than a node's own bound, so that the node's 57P03 reaches the
+		// client rather than the front's timeout.
+		AcquireTimeout:  f.startupTimeout + 5*time.Second,
 		Auth:            f.auth,
 		TLS:             tlsCfg,
 		TLSMode:         f.tlsMode,
