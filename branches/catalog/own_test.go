@@ -125,7 +125,13 @@ func testOwnAcrossRestart(t *testing.T, how string) {
 			t.Fatalf("the first owner's write while the second owns the catalog = %v, want ErrUnavailable for ErrInUse", err)
 		}
 		release2()
-		if err := write(first); err != nil {
+		// Release closes the lock's connection without waiting for the server to
+		// end its session: the lock is free once it has.
+		deadline := time.Now().Add(10 * time.Second)
+		for err = write(first); errors.Is(err, catalog.ErrInUse) && time.Now().Before(deadline); err = write(first) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
 			t.Fatalf("the first owner's write once the second released: %v", err)
 		}
 	}
@@ -137,7 +143,10 @@ func testOwnAcrossRestart(t *testing.T, how string) {
 	if err := srv.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	release2, err = second.Own(ctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for release2, err = second.Own(ctx); errors.Is(err, catalog.ErrInUse) && time.Now().Before(deadline); release2, err = second.Own(ctx) {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if err != nil {
 		t.Fatalf("Own after the first released: %v", err)
 	}
@@ -175,18 +184,29 @@ func TestOwnNode(t *testing.T) {
 		}
 		r1()
 		r2()
-		alone, err := c3.Own(ctx)
-		if err != nil {
-			t.Fatalf("Own once the nodes left: %v", err)
-		}
+		alone := ownEventually(t, func() (func(), error) { return c3.Own(ctx) })
 		if _, err := c1.OwnNode(ctx, "n1"); !errors.Is(err, catalog.ErrInUse) {
 			t.Fatalf("a node beside a server that owns the catalog alone = %v, want ErrInUse", err)
 		}
 		alone()
-		r1, err = c1.OwnNode(ctx, "n1")
-		if err != nil {
-			t.Fatalf("n1 again: %v", err)
-		}
-		r1()
+		ownEventually(t, func() (func(), error) { return c1.OwnNode(ctx, "n1") })()
 	})
+}
+
+// ownEventually claims the catalog with own once the lock a release gave up is
+// free: release closes the lock's connection without waiting for the server to
+// end its session.
+func ownEventually(t *testing.T, own func() (func(), error)) func() {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		release, err := own()
+		if err == nil {
+			return release
+		}
+		if !errors.Is(err, catalog.ErrInUse) || time.Now().After(deadline) {
+			t.Fatalf("claim once released: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -3,9 +3,11 @@ package catalog
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -22,7 +24,7 @@ func openSQLite(path string) (*Catalog, error) {
 	if err := os.Chmod(path, 0o600); err != nil {
 		return nil, fmt.Errorf("make catalog private: %w", err)
 	}
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(ON)"
+	dsn := "file:" + path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open catalog: %w", err)
@@ -31,8 +33,31 @@ func openSQLite(path string) (*Catalog, error) {
 	// also makes every statement see the previous one's effects, and makes every
 	// transaction exclusive: no method needs a row lock on this backend.
 	db.SetMaxOpenConns(1)
+	if err := connectSQLite(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open catalog: %w", err)
+	}
 	return &Catalog{db: db, d: sqliteDialect{}}, nil
 }
+
+// connectSQLite opens the connection, whose pragmas switch a new file to WAL.
+// That switch fails with SQLITE_BUSY, without waiting for busy_timeout, while
+// another process makes the same switch (two commands opening a new catalog at
+// once), so it is tried again for up to 5 s.
+func connectSQLite(db *sql.DB) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := db.Ping()
+		var se interface{ Code() int }
+		if err == nil || !errors.As(err, &se) || se.Code()&0xff != sqliteBusy || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// sqliteBusy is SQLITE_BUSY, the primary result code of a locked database.
+const sqliteBusy = 5
 
 type sqliteDialect struct{}
 
