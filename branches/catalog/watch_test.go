@@ -1,0 +1,76 @@
+package catalog_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+)
+
+// TestWatchRoutes: a watcher hears of a branch's insert, state change and delete
+// and of a node's registration, in commit order, and not of what routes nothing
+// (last-use times, heartbeats); it is told to forget everything when it starts.
+func TestWatchRoutes(t *testing.T) {
+	c, dsn := backends[1].open(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	got := make(chan catalog.RouteChange, 100)
+	listening := make(chan bool, 10)
+	go openAgain(t, dsn).WatchRoutes(ctx, func(ch catalog.RouteChange) { got <- ch }, func(l bool) { listening <- l })
+	if !<-listening {
+		t.Fatal("not listening")
+	}
+	next := func() catalog.RouteChange {
+		t.Helper()
+		select {
+		case ch := <-got:
+			return ch
+		case <-time.After(10 * time.Second):
+			t.Fatal("no route change within 10s")
+			return catalog.RouteChange{}
+		}
+	}
+	if ch := next(); !ch.All {
+		t.Fatalf("first change %+v, want All", ch)
+	}
+	if _, err := c.Register(ctx, "n1", "10.0.0.1:1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if ch := next(); ch.Node != "n1" {
+		t.Fatalf("registration: %+v", ch)
+	}
+	if err := c.Heartbeat(ctx, "10.0.0.1:1", time.Hour, catalog.Load{Running: 3}); err != nil {
+		t.Fatal(err)
+	}
+	b := catalog.Branch{Source: "app", Name: "x", State: catalog.Creating}
+	id, err := c.InsertBranch(ctx, b, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.ID = id
+	if ch := next(); ch.Source != "app" || ch.Branch != "x" {
+		t.Fatalf("insert, after a heartbeat that routes nothing: %+v", ch)
+	}
+	if err := c.Touch(ctx, map[int64]time.Time{id: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	b.State = catalog.Running
+	if err := c.UpdateBranch(ctx, b, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if ch := next(); ch.Branch != "x" {
+		t.Fatalf("state change, after a touch that routes nothing: %+v", ch)
+	}
+	if err := c.DeleteBranch(ctx, b, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if ch := next(); ch.Branch != "x" {
+		t.Fatalf("delete: %+v", ch)
+	}
+	select {
+	case ch := <-got:
+		t.Fatalf("an extra change %+v", ch)
+	default:
+	}
+}
