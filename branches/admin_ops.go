@@ -23,6 +23,12 @@ func (m *Manager) Create(ctx context.Context, name string, opts CreateOptions) e
 	if !router.ValidBranchName(name) {
 		return fmt.Errorf("%w: branch name %q: use 1-63 characters of a-z, 0-9 and '-', starting with a letter or digit", ErrInvalid, name)
 	}
+	if m.cfg.Join {
+		// Sources may have been added on another node.
+		if err := m.syncSources(ctx); err != nil {
+			return err
+		}
+	}
 	source, err := m.pickSource(opts.Source)
 	if err != nil {
 		return err

@@ -40,8 +40,9 @@ type Dialer func(ctx context.Context, node, addr string) (net.Conn, error)
 // Branches gives a front's proxy its branches: those the catalog records, each
 // served by its node. Safe for concurrent use.
 type Branches struct {
-	cat  *catalog.Catalog
-	dial Dialer
+	cat   *catalog.Catalog
+	dial  Dialer
+	cache routeCache
 
 	mu      sync.Mutex
 	sources []sourceSeed
@@ -76,9 +77,9 @@ func (b *Branches) Roles(ctx context.Context, r router.Route) (roles.Set, error)
 		if name == "" {
 			continue
 		}
-		rt, err := b.cat.RouteOf(ctx, src.name, name)
+		rt, err := b.route(ctx, src.name, name)
 		if err != nil {
-			return nil, catalogError(err)
+			return nil, err
 		}
 		if rt.Branch.ID != 0 && rt.Branch.Roles != "" {
 			return roles.Decode(rt.Branch.Roles)
@@ -91,19 +92,23 @@ func (b *Branches) Roles(ctx context.Context, r router.Route) (roles.Set, error)
 }
 
 // Acquire finds the node that serves the route's branch: its owner, the owner of
-// its parent for a new branch of a branch, else the live node place picks. The node counts the session; the lease only connects to it.
+// its parent for a new branch of a branch, else the live node place picks. The
+// node counts the session; the lease only connects to it.
 func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, error) {
 	src, err := b.resolve(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	rt, err := b.cat.RouteOf(ctx, src.name, r.Branch)
+	opts := withSource(r.Options, src.name)
+	k := routeKey{src.name, r.Branch}
+	rt, err := b.route(ctx, src.name, r.Branch)
 	if err != nil {
-		return nil, catalogError(err)
+		return nil, err
 	}
 	if rt.Branch.ID == 0 && r.Options.From != "" {
-		if rt, err = b.cat.RouteOf(ctx, src.name, r.Options.From); err != nil {
-			return nil, catalogError(err)
+		k = routeKey{src.name, r.Options.From}
+		if rt, err = b.route(ctx, src.name, r.Options.From); err != nil {
+			return nil, err
 		}
 		if rt.Branch.ID == 0 {
 			return nil, noSuchBranch()
@@ -114,7 +119,7 @@ func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, er
 		if err != nil {
 			return nil, err
 		}
-		return &lease{node: node, addr: addr, opts: withSource(r.Options, src.name), dial: b.dial}, nil
+		return &lease{node: node, addr: addr, opts: opts, dial: b.dial}, nil
 	}
 	if rt.Branch.State == catalog.Lost {
 		return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch was on a lost node",
@@ -125,7 +130,7 @@ func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, er
 			Hint: "the node that holds the branch has not renewed its lease; try again when it is back",
 			Err:  fmt.Errorf("node %s at %q, %s, lease live %v", rt.NodeID, rt.NodeAddr, rt.NodeState, rt.NodeLive)}
 	}
-	return &lease{node: rt.NodeID, addr: rt.NodeAddr, opts: withSource(r.Options, src.name), dial: b.dial}, nil
+	return &lease{node: rt.NodeID, addr: rt.NodeAddr, opts: opts, dial: b.dial, unreachable: func() { b.cache.forget(k) }}, nil
 }
 
 // place picks the node for a new branch: of the live, active nodes with an
@@ -196,11 +201,14 @@ func (b *Branches) load(ctx context.Context, fresh bool) ([]sourceSeed, error) {
 		return b.sources, nil
 	}
 	srcs, err := b.cat.Sources(ctx)
-	if err != nil {
-		return nil, catalogError(err)
+	var seeds []catalog.Seed
+	if err == nil {
+		seeds, err = b.cat.Seeds(ctx)
 	}
-	seeds, err := b.cat.Seeds(ctx)
 	if err != nil {
+		if b.sources != nil && errors.Is(err, catalog.ErrUnavailable) {
+			return b.sources, nil // as last read: running branches stay reachable
+		}
 		return nil, catalogError(err)
 	}
 	newest := catalog.NewestSeeds(seeds)

@@ -161,7 +161,7 @@ func TestAcquireOwner(t *testing.T) {
 	if _, err := r.cat.Janitor(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
-	_, err := addrOf(t, b, "app@stale")
+	_, err := addrOf(t, New(r.cat, nil), "app@stale") // a front that has not cached the route
 	var ce *proxy.ClientError
 	if !errors.As(err, &ce) || ce.Code != "57P03" || ce.Message != "the branch was on a lost node" {
 		t.Fatalf("lost branch: %v", err)

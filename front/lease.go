@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/proxy"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
@@ -13,11 +14,16 @@ import (
 // keeps the branch's server sessions for reuse; the front keeps nothing, so the
 // lease parks nothing and releasing it has nothing to undo.
 type lease struct {
-	node string // its id
-	addr string
-	opts router.Options // the route's, with the source the front resolved
-	dial Dialer
+	node        string // its id
+	addr        string
+	opts        router.Options // the route's, with the source the front resolved
+	dial        Dialer
+	unreachable func() // called when the node does not answer; nil: nothing to do
 }
+
+// dialTimeout bounds a connect to a node: one that is cut off is given up in
+// this time rather than at the client's start-up deadline.
+const dialTimeout = 5 * time.Second
 
 var _ proxy.RouteForwarder = (*lease)(nil)
 
@@ -25,8 +31,13 @@ var _ proxy.RouteForwarder = (*lease)(nil)
 // route in its startup parameters (RouteParams). A cancel request goes the same
 // way, and the node forwards it to the branch's server.
 func (l *lease) Dial(ctx context.Context) (net.Conn, error) {
-	c, err := l.dial(ctx, l.node, l.addr)
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	c, err := l.dial(dctx, l.node, l.addr)
 	if err != nil {
+		if l.unreachable != nil {
+			l.unreachable()
+		}
 		return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch's node is not reachable",
 			Hint: "try again in a moment", Err: err}
 	}

@@ -88,6 +88,7 @@ func serveFront(g *globalFlags, f *serveFlags) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	go routes.Watch(ctx)
 	ln, err := proxy.Listen(ctx, f.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", f.listen, err)
