@@ -242,6 +242,16 @@ func (m *Manager) forget(b *branch) {
 }
 
 // startServer mounts the branch if needed and starts its Postgres.
+// layersPresent checks that every read-only layer is a directory on this disk.
+func layersPresent(layers []string) error {
+	for _, l := range layers {
+		if fi, err := os.Stat(l); err != nil || !fi.IsDir() {
+			return fmt.Errorf("%w: %s", ErrLayerMissing, l)
+		}
+	}
+	return nil
+}
+
 func (m *Manager) startServer(ctx context.Context, b *branch) (err error) {
 	defer func() { err = m.noSpace(err) }()
 	m.mu.Lock()
@@ -262,6 +272,9 @@ func (m *Manager) startServer(ctx context.Context, b *branch) (err error) {
 		return err
 	} else if !mounted {
 		if err := m.fault(failpoint.Mount, b); err != nil {
+			return err
+		}
+		if err := layersPresent(rec.Layers); err != nil {
 			return err
 		}
 		if err := overlay.Mount(overlay.Layout{Lower: rec.Layers, Upper: l.upper, Work: l.work, Merged: l.data}, u.UID, u.GID); err != nil {

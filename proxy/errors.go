@@ -110,6 +110,9 @@ func classify(err error) clientError {
 	case errors.Is(err, branches.ErrFenced):
 		return clientError{code: codeCannotConnectNow, message: "the branch is no longer served by this pgbranchproxy node",
 			hint: "another registration of this node owns it in the catalog; restart the server"}
+	case errors.Is(err, branches.ErrLayerMissing):
+		return clientError{code: codeCannotConnectNow, message: "the branch's seed is not on the node that serves it",
+			hint: "seeds are not copied between hosts yet: add the source on a node of this host, or run the nodes on one host"}
 	case errors.Is(err, branches.ErrCatalogUnavailable):
 		return clientError{code: codeCannotConnectNow, message: "catalog unavailable",
 			hint: "branches already running still serve; creating or waking one works again when the catalog is back"}

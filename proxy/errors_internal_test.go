@@ -34,3 +34,11 @@ func TestClassifyNameTakenElsewhere(t *testing.T) {
 		t.Fatalf("classified as %+v", ce)
 	}
 }
+
+// A branch whose seed is on another host gets 57P03 saying so.
+func TestClassifyLayerMissing(t *testing.T) {
+	err := fmt.Errorf("start: %w: /var/lib/x/seeds/app/g1/data", branches.ErrLayerMissing)
+	if ce := classify(err); ce.code != "57P03" || ce.id != "" || ce.detail != "" {
+		t.Fatalf("classified as %+v", ce)
+	}
+}
