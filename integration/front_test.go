@@ -2,8 +2,11 @@ package integration
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,7 +42,8 @@ func TestFrontRoutesToNode(t *testing.T) {
 	state := newStateDir(t)
 	node := startServer(t, state, "--catalog", url, "--role", "node")
 	node.seedSQL("app", rolesSQL+"GRANT CREATE ON SCHEMA public TO alice;")
-	fr := startFront(t, url, "--auth", "scram-sha-256", "--max-failed-logins", "-1")
+	metricsAddr := freeAddr(t)
+	fr := startFront(t, url, "--auth", "scram-sha-256", "--max-failed-logins", "-1", "--metrics-listen", metricsAddr)
 
 	if err := tryConnect(fr.dsnAs("app@viafront", "alice", "wrong", "sslmode=disable")); pgCode(err) != "28P01" {
 		t.Fatalf("wrong password through the front: %v, want 28P01", err)
@@ -97,6 +101,9 @@ func TestFrontRoutesToNode(t *testing.T) {
 		t.Errorf("second session on backend %d, want the reused %d", pid2, pid1)
 	}
 
+	if m := scrape(t, metricsAddr); !strings.Contains(m, "pgbranch_proxy_connections_total") || strings.Contains(m, "pgbranch_branches") {
+		t.Fatalf("the front's /metrics: want the proxy's metrics and no branch manager's:\n%s", m)
+	}
 	if err := tryConnect(fr.dsnAs("nosuchdb@x", "alice", "alice-pw", "sslmode=disable")); pgCode(err) != "3D000" {
 		t.Fatalf("unknown database through the front: %v, want 3D000", err)
 	}
@@ -123,4 +130,19 @@ func mustStateID(t *testing.T, state string) string {
 		t.Fatalf("state id %q: %v", id, err)
 	}
 	return id
+}
+
+// scrape returns /metrics at addr.
+func scrape(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
+	}
+	return string(b)
 }

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"fmt"
+	"net"
 	"net/http"
+	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
 	"github.com/pgbranchproxy/pgbranchproxy/proxy"
@@ -14,7 +17,9 @@ import (
 // registry of their own (no global registry).
 func newMetricsHandler(m *branches.Metrics, st *proxy.Stats, rs *proxy.RelayStats) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(m.Collectors()...)
+	if m != nil { // a front runs no branches
+		reg.MustRegister(m.Collectors()...)
+	}
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -33,4 +38,19 @@ func newMetricsHandler(m *branches.Metrics, st *proxy.Stats, rs *proxy.RelayStat
 	)
 	reg.MustRegister(relayCollector{rs})
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
+// serveMetrics serves h at /metrics and a liveness answer at /healthz on addr
+// until the returned stop is called.
+func serveMetrics(addr string, h http.Handler) (stop func() error, err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return srv.Close, nil
 }

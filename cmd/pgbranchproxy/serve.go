@@ -313,19 +313,13 @@ func serve(g *globalFlags, f *serveFlags) error {
 		return err
 	}
 	metricsHandler := newMetricsHandler(metrics, &px.Stats, px.RelayStats())
-	var metricsSrv *http.Server
 	if f.metricsListen != "" {
-		mln, err := net.Listen("tcp", f.metricsListen)
+		stopMetrics, err := serveMetrics(f.metricsListen, metricsHandler)
 		if err != nil {
 			mgr.Close(context.Background())
-			return fmt.Errorf("--metrics-listen: %w", err)
+			return err
 		}
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", metricsHandler)
-		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
-		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go metricsSrv.Serve(mln)
-		defer metricsSrv.Close()
+		defer stopMetrics()
 	}
 
 	adminSock := filepath.Join(stateDir, "admin.sock")

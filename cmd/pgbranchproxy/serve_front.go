@@ -86,6 +86,13 @@ func serveFront(g *globalFlags, f *serveFlags) error {
 	if err != nil {
 		return err
 	}
+	if f.metricsListen != "" {
+		stopMetrics, err := serveMetrics(f.metricsListen, newMetricsHandler(nil, &px.Stats, px.RelayStats()))
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	go routes.Watch(ctx)
