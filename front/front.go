@@ -40,9 +40,10 @@ type Dialer func(ctx context.Context, node, addr string) (net.Conn, error)
 // Branches gives a front's proxy its branches: those the catalog records, each
 // served by its node. Safe for concurrent use.
 type Branches struct {
-	cat   *catalog.Catalog
-	dial  Dialer
-	cache routeCache
+	cat       *catalog.Catalog
+	dial      Dialer
+	cache     routeCache
+	ownerWait time.Duration // how long an owner that is away is waited for (ownerRetry)
 
 	mu      sync.Mutex
 	sources []sourceSeed
@@ -63,7 +64,7 @@ func New(cat *catalog.Catalog, dial Dialer) *Branches {
 		var d net.Dialer
 		dial = func(ctx context.Context, _, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 	}
-	return &Branches{cat: cat, dial: dial}
+	return &Branches{cat: cat, dial: dial, ownerWait: ownerRetry}
 }
 
 // Roles returns the login roles of the route's branch, of its parent for a new
@@ -119,18 +120,44 @@ func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, er
 		if err != nil {
 			return nil, err
 		}
-		return &lease{node: node, addr: addr, opts: opts, dial: b.dial}, nil
+		return &lease{node: node, addr: addr, opts: opts, dial: b.dial, wait: b.ownerWait}, nil
 	}
 	if rt.Branch.State == catalog.Lost {
 		return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch was on a lost node",
 			Hint: "its node was declared dead; destroy the branch (pgbranchproxy branch destroy) to use the name again"}
+	}
+	if rt.NodeState != catalog.NodeDead && (!rt.NodeLive || rt.NodeAddr == "") {
+		rt = b.awaitOwner(ctx, k, rt)
 	}
 	if rt.NodeAddr == "" || rt.NodeState == catalog.NodeDead || !rt.NodeLive {
 		return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch's node is not serving",
 			Hint: "the node that holds the branch has not renewed its lease; try again when it is back",
 			Err:  fmt.Errorf("node %s at %q, %s, lease live %v", rt.NodeID, rt.NodeAddr, rt.NodeState, rt.NodeLive)}
 	}
-	return &lease{node: rt.NodeID, addr: rt.NodeAddr, opts: opts, dial: b.dial, unreachable: func() { b.cache.forget(k) }}, nil
+	return &lease{node: rt.NodeID, addr: rt.NodeAddr, opts: opts, dial: b.dial, wait: b.ownerWait,
+		unreachable: func() { b.cache.forget(k) }}, nil
+}
+
+// awaitOwner reads the route of k again until its node's lease runs again and
+// it has an address (a node registers before it listens), for up to
+// b.ownerWait: a node that restarts (a new process, a pod restart) is back
+// within that time, and its clients wait for it rather than fail. It returns the
+// last route read.
+func (b *Branches) awaitOwner(ctx context.Context, k routeKey, rt catalog.Route) catalog.Route {
+	deadline := time.Now().Add(b.ownerWait)
+	for (!rt.NodeLive || rt.NodeAddr == "") && rt.NodeState != catalog.NodeDead && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return rt
+		case <-time.After(250 * time.Millisecond):
+		}
+		next, err := b.cat.RouteOf(ctx, k.source, k.branch)
+		if err != nil || next.Branch.ID != rt.Branch.ID {
+			return rt
+		}
+		rt = next
+	}
+	return rt
 }
 
 // place picks the node for a new branch: of the live, active nodes with an

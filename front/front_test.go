@@ -134,6 +134,7 @@ func TestAcquireOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := New(r.cat, nil)
+	b.ownerWait = 300 * time.Millisecond
 	if addr, err := addrOf(t, b, "app@mine"); err != nil || addr != "10.0.0.1:1" {
 		t.Fatalf("app@mine on %q (%v), want its owner n1", addr, err)
 	}
@@ -185,5 +186,28 @@ func TestRolesFromCatalog(t *testing.T) {
 	set, err = b.Roles(ctx, route(t, "app@own"))
 	if _, ok := set["bob"]; err != nil || !ok {
 		t.Fatalf("roles of a recorded branch: %v %v", set, err)
+	}
+}
+
+// TestAwaitOwner: a branch whose node's lease ran out waits for the node to renew
+// it (a restart), for a while, and is then routed to it.
+func TestAwaitOwner(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	n := r.node("back", "10.0.0.5:1", time.Hour, 0)
+	if _, err := n.InsertBranch(ctx, catalog.Branch{Source: "app", Name: "b1", State: catalog.Running}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Heartbeat(ctx, "10.0.0.5:1", -time.Second, catalog.Load{}); err != nil {
+		t.Fatal(err)
+	}
+	b := New(r.cat, nil)
+	b.ownerWait = 10 * time.Second
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		n.Heartbeat(ctx, "10.0.0.5:1", time.Hour, catalog.Load{})
+	}()
+	if addr, err := addrOf(t, b, "app@b1"); err != nil || addr != "10.0.0.5:1" {
+		t.Fatalf("a branch whose node came back: %q %v", addr, err)
 	}
 }

@@ -18,30 +18,46 @@ type lease struct {
 	addr        string
 	opts        router.Options // the route's, with the source the front resolved
 	dial        Dialer
-	unreachable func() // called when the node does not answer; nil: nothing to do
+	wait        time.Duration // how long a node that refuses connections is tried again
+	unreachable func()        // called when the node does not answer; nil: nothing to do
 }
 
-// dialTimeout bounds a connect to a node: one that is cut off is given up in
+// dialTimeout bounds one connect to a node: one that is cut off is given up in
 // this time rather than at the client's start-up deadline.
 const dialTimeout = 5 * time.Second
 
+// ownerRetry is how long a node that is away (refuses connections, or its lease
+// ran out) is waited for: one restarting (a new process, a pod restart) is back
+// within it, and its clients wait instead of failing.
+const ownerRetry = 10 * time.Second
+
 var _ proxy.RouteForwarder = (*lease)(nil)
 
-// Dial connects to the node; the proxy then starts the session there with the
-// route in its startup parameters (RouteParams). A cancel request goes the same
-// way, and the node forwards it to the branch's server.
+// Dial connects to the node, trying again for l.wait while it is not
+// reachable; the proxy then starts the session there with the route in its
+// startup parameters (RouteParams). A cancel request goes the same way, and the
+// node forwards it to the branch's server.
 func (l *lease) Dial(ctx context.Context) (net.Conn, error) {
-	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	defer cancel()
-	c, err := l.dial(dctx, l.node, l.addr)
-	if err != nil {
-		if l.unreachable != nil {
-			l.unreachable()
+	deadline := time.Now().Add(l.wait)
+	for {
+		dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+		c, err := l.dial(dctx, l.node, l.addr)
+		cancel()
+		if err == nil {
+			return c, nil
 		}
-		return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch's node is not reachable",
-			Hint: "try again in a moment", Err: err}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			if l.unreachable != nil {
+				l.unreachable()
+			}
+			return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch's node is not reachable",
+				Hint: "try again in a moment", Err: err}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
-	return c, nil
 }
 
 // RouteParams gives the node the route's options, the source named: the node
