@@ -123,6 +123,9 @@ func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, er
 		return &lease{node: node, addr: addr, opts: opts, dial: b.dial, wait: b.ownerWait}, nil
 	}
 	if rt.Branch.State == catalog.Lost {
+		if k.branch == r.Branch && (r.Options.Ephemeral || r.Options.Reset) {
+			return b.recreate(ctx, rt.Branch, src.name, r.Branch, opts)
+		}
 		return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch was on a lost node",
 			Hint: "its node was declared dead; destroy the branch (pgbranchproxy branch destroy) to use the name again"}
 	}
@@ -136,6 +139,24 @@ func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, er
 	}
 	return &lease{node: rt.NodeID, addr: rt.NodeAddr, opts: opts, dial: b.dial, wait: b.ownerWait,
 		unreachable: func() { b.cache.forget(k) }}, nil
+}
+
+// recreate makes a lost branch anew from its source's seed: a client asking for
+// an ephemeral branch, or for a reset, wants the seed's data, which it gets on a
+// live node. The lost row (its data was on the dead node) is removed, which any
+// process may do, and the new branch is placed as a new name is; the client is
+// told with a NOTICE.
+func (b *Branches) recreate(ctx context.Context, lost catalog.Branch, source, name string, opts router.Options) (proxy.Lease, error) {
+	if err := b.cat.DeleteBranch(ctx, lost, "recreated: its node was lost"); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+		return nil, catalogError(err)
+	}
+	b.cache.forget(routeKey{source, name})
+	node, addr, err := b.place(ctx, source, name)
+	if err != nil {
+		return nil, err
+	}
+	return &noticeLease{lease: lease{node: node, addr: addr, opts: opts, dial: b.dial, wait: b.ownerWait},
+		notices: []string{"branch " + name + " was on a node that was lost; it was made again from its source's seed"}}, nil
 }
 
 // awaitOwner reads the route of k again until its node's lease runs again and

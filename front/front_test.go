@@ -211,3 +211,43 @@ func TestAwaitOwner(t *testing.T) {
 		t.Fatalf("a branch whose node came back: %q %v", addr, err)
 	}
 }
+
+// TestRecreateLost: a lost branch asked for as ephemeral, or with a reset, is made
+// again on a live node from the seed (its lost row removed, the client told);
+// asked for plainly it stays refused.
+func TestRecreateLost(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	gone := r.node("gone", "10.0.0.8:1", time.Hour, 0)
+	for _, name := range []string{"eph", "plain"} {
+		if _, err := gone.InsertBranch(ctx, catalog.Branch{Source: "app", Name: name, State: catalog.Running}, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := gone.Register(ctx, "gone", "10.0.0.8:1", -time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.cat.Janitor(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	r.node("live", "10.0.0.9:1", time.Hour, 0)
+	b := New(r.cat, nil)
+	rt := route(t, "app@eph")
+	rt.Options.Ephemeral = true
+	l, err := b.Acquire(ctx, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nl, ok := l.(*noticeLease)
+	if !ok || nl.addr != "10.0.0.9:1" || len(nl.Notices()) != 1 || !nl.RouteParamsHave("pgbranch.ephemeral") {
+		t.Fatalf("lost ephemeral branch: %#v", l)
+	}
+	if got, _ := r.cat.RouteOf(ctx, "app", "eph"); got.Branch.ID != 0 {
+		t.Fatalf("the lost row is still there: %+v", got.Branch)
+	}
+	if _, err := b.Acquire(ctx, route(t, "app@plain")); codeOf(err) != "57P03" {
+		t.Fatalf("lost branch asked for plainly: %v, want 57P03", err)
+	}
+}
+
+func (l *lease) RouteParamsHave(k string) bool { _, ok := l.RouteParams()[k]; return ok }

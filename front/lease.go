@@ -69,3 +69,13 @@ func (l *lease) TakeIdle(string) io.Closer { return nil }
 func (l *lease) Release() {}
 
 func (l *lease) Park(_ string, c io.Closer) { c.Close() }
+
+// noticeLease is a lease with a NOTICE for its client.
+type noticeLease struct {
+	lease
+	notices []string
+}
+
+var _ proxy.Noticer = (*noticeLease)(nil)
+
+func (l *noticeLease) Notices() []string { return l.notices }

@@ -106,7 +106,7 @@ func (s *Server) handle(raw net.Conn) {
 	if ce := log.Check(zap.DebugLevel, "session started"); ce != nil {
 		ce.Write(zap.Duration("startup", time.Since(start)), zap.Bool("reused", reused), zap.Uint32("pid", sc.pid))
 	}
-	_, err = conn.Write(sc.greeting(route.Params["application_name"], sc.pid, secret))
+	_, err = conn.Write(append(sc.greeting(route.Params["application_name"], sc.pid, secret), notices(lease)...))
 	// The client's leaving ends the session on the branch: its cancel key is revoked
 	// and the lease released. The kernel relay does that as soon as the client has
 	// left, before it checks whether the server session can be reused.
@@ -144,6 +144,20 @@ func (s *Server) cancelSecret(lease Lease, sc *serverConn, version uint32, issue
 		secretLen = 32 // protocol 3.2 allows up to 256 bytes; Postgres 18 uses 32
 	}
 	return s.cancels.issue(t, secretLen)
+}
+
+// notices returns the NoticeResponses a Noticer lease has for its client, sent
+// right after the start-up, as a server sends a notice between queries.
+func notices(lease Lease) []byte {
+	n, ok := lease.(Noticer)
+	if !ok {
+		return nil
+	}
+	var out []byte
+	for _, text := range n.Notices() {
+		out, _ = (&pgproto3.NoticeResponse{Severity: "NOTICE", SeverityUnlocalized: "NOTICE", Code: "00000", Message: text}).Encode(out)
+	}
+	return out
 }
 
 // serverParams returns the startup parameters for the lease's server: the route's

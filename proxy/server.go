@@ -43,6 +43,12 @@ type RouteForwarder interface {
 	RouteParams() map[string]string
 }
 
+// A Noticer is a Lease with something to tell its client: each text goes to the
+// client as a NOTICE once the session has started.
+type Noticer interface {
+	Notices() []string
+}
+
 // Branches finds or creates the branch a route names and leases it for one session,
 // and tells which roles a route authenticates against.
 type Branches interface {

@@ -234,3 +234,20 @@ func TestServerParams(t *testing.T) {
 		t.Fatalf("branch server params %v", got)
 	}
 }
+
+type noticingLease struct{ Lease }
+
+func (noticingLease) Notices() []string { return []string{"made again"} }
+
+// A Noticer lease's notices go to the client as NoticeResponses; other leases
+// send none.
+func TestNotices(t *testing.T) {
+	if b := notices(forwardingLease{}); b != nil {
+		t.Fatalf("a lease without notices: %q", b)
+	}
+	b := notices(noticingLease{})
+	var n pgproto3.NoticeResponse
+	if len(b) < 5 || b[0] != 'N' || n.Decode(b[5:]) != nil || n.Message != "made again" || n.Severity != "NOTICE" {
+		t.Fatalf("notice bytes %q", b)
+	}
+}
