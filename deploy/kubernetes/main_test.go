@@ -1,0 +1,43 @@
+package kubernetes_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+var (
+	binPath       string               // pgbranchproxy built from this tree
+	serveFlagsSet map[string]serveFlag // what its serve --help lists
+)
+
+// TestMain builds the pgbranchproxy binary of this tree once and reads the flags
+// of its serve command, which the manifests' args are checked against.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "pgbranch-k8s-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Chmod(dir, 0o755)
+	code := runTests(m, dir)
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func runTests(m *testing.M, dir string) int {
+	binPath = filepath.Join(dir, "pgbranchproxy")
+	if out, err := exec.Command("go", "build", "-o", binPath, "../../cmd/pgbranchproxy").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build pgbranchproxy: %v\n%s", err, out)
+		return 1
+	}
+	help, err := exec.Command(binPath, "serve", "--help").Output()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pgbranchproxy serve --help: %v\n", err)
+		return 1
+	}
+	serveFlagsSet = parseHelp(string(help))
+	return m.Run()
+}
