@@ -8,6 +8,7 @@ SOAK_DURATION ?= 10m
 .PHONY: help build shim test test-short run bench fuzz lint deps clean image
 .PHONY: soak
 .PHONY: bench-branchbench
+.PHONY: kube-check kube-image
 
 help: ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -43,6 +44,12 @@ soak: deps build ## long run under mixed load, fails on leaks and lost writes (S
 
 bench-branchbench: deps build ## BranchBench's five agentic workflows (BRANCHBENCH_QUICK=1 for a short run)
 	$(GO) run ./bench/branchbench
+
+kube-check: ## check deploy/kubernetes: typed decoding, flags, privileges, wiring; its containers under Docker (needs root)
+	$(GO) test -count=1 ./deploy/kubernetes
+
+kube-image: build image ## build the image deploy/kubernetes runs (KUBE_IMAGE, default pgbranchproxy/pgbranchproxy:dev)
+	./deploy/kubernetes/image.sh $(KUBE_IMAGE)
 
 fuzz: ## run every fuzz target for FUZZ_TIME each
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_TIME) ./router
