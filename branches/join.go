@@ -92,6 +92,11 @@ func ownCatalog(ctx context.Context, cat *catalog.Catalog, cfg Config) (disown f
 			disown()
 			return nil, err
 		}
+		// Fronts keep routes, and learn of their changes from the catalog.
+		if err := cat.NotifyRoutes(ctx); err != nil {
+			disown()
+			return nil, err
+		}
 		return disown, nil
 	}
 	if disown, err = cat.Own(ctx); err != nil {

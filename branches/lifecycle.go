@@ -87,6 +87,9 @@ func wait(ctx context.Context, o *op) error {
 	}
 }
 
+// catalogWriteTimeout bounds one recorded state change.
+const catalogWriteTimeout = 30 * time.Second
+
 // save writes b's record with the changes made by mutate, logging a transition when
 // the state changes. Only the goroutine running b's operation calls it.
 func (m *Manager) save(ctx context.Context, b *branch, reason string, mutate func(*catalog.Branch)) error {
@@ -98,7 +101,12 @@ func (m *Manager) save(ctx context.Context, b *branch, reason string, mutate fun
 	if rec.State != prev {
 		rec.StateAt = m.now()
 	}
-	if err := m.cat.UpdateBranch(context.WithoutCancel(ctx), rec, reason); err != nil {
+	// Detached from the caller (a state change is recorded once begun), but
+	// bounded: a catalog that stops answering must not hold a stop forever.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), catalogWriteTimeout)
+	err := m.cat.UpdateBranch(wctx, rec, reason)
+	cancel()
+	if err != nil {
 		// The row is not this node's any more, either alone or because the
 		// node's registration is gone (ErrNodeLost is also ErrFenced).
 		if errors.Is(err, ErrFenced) {
@@ -241,7 +249,6 @@ func (m *Manager) forget(b *branch) {
 	}
 }
 
-// startServer mounts the branch if needed and starts its Postgres.
 // layersPresent checks that every read-only layer is a directory on this disk.
 func layersPresent(layers []string) error {
 	for _, l := range layers {
@@ -252,6 +259,7 @@ func layersPresent(layers []string) error {
 	return nil
 }
 
+// startServer mounts the branch if needed and starts its Postgres.
 func (m *Manager) startServer(ctx context.Context, b *branch) (err error) {
 	defer func() { err = m.noSpace(err) }()
 	m.mu.Lock()

@@ -311,12 +311,11 @@ func (m *Manager) Close(ctx context.Context) error {
 			defer wg.Done()
 			if err := m.stopBranch(ctx, b, "server shutdown"); err != nil {
 				m.log.Error("stop branch at shutdown", zap.String("branch", b.rec.Name), zap.Error(err))
-				// A row not this node's to record the stop in, or a catalog that cannot
-				// record it: the server stops all the same, and the next start
-				// reconciles a row that still says running.
-				if errors.Is(err, ErrFenced) || errors.Is(err, ErrCatalogUnavailable) {
-					m.stopLocal(ctx, b)
-				}
+				// Whatever kept the stop from being recorded (a row not this node's, a
+				// catalog that cannot be reached), the server stops all the same:
+				// stopLocal writes nothing, and the next start reconciles a row that
+				// still says running.
+				m.stopLocal(ctx, b)
 			}
 		}()
 	}

@@ -11,7 +11,8 @@ import (
 )
 
 // The route cache. A front reads a branch's route (its row and its node's) at a
-// connect, and keeps it: for routeFresh while the catalog's notifications reach it
+// connect, and keeps it if it leads to a live node (so the cache holds at most
+// one route per branch): for routeFresh while the catalog's notifications reach it
 // (Watch), which drop a route as soon as its branch or node changes, and for
 // routeUnwatched otherwise. A route whose node did not answer is dropped too.
 // While the catalog cannot be reached, a cached route to a live node serves
@@ -21,6 +22,9 @@ import (
 const (
 	routeFresh     = 30 * time.Second
 	routeUnwatched = time.Second
+	// catalogReadTimeout bounds one read of the catalog by a front: a catalog that
+	// stops answering is taken as down (cached routes serve) after it.
+	catalogReadTimeout = 2 * time.Second
 )
 
 type routeKey struct{ source, branch string }
@@ -84,7 +88,12 @@ func (c *routeCache) change(ch catalog.RouteChange) {
 	c.gen++
 	switch {
 	case ch.All:
-		clear(c.m)
+		// Changes may have been missed: every route is read again before it is
+		// used, but kept for an outage, when there is nothing better.
+		for k, e := range c.m {
+			e.at = time.Time{}
+			c.m[k] = e
+		}
 	case ch.Node != "":
 		for k, e := range c.m {
 			if e.rt.NodeID == ch.Node {
@@ -106,12 +115,17 @@ func (b *Branches) route(ctx context.Context, source, name string) (catalog.Rout
 		return cached, nil
 	}
 	gen := b.cache.generation()
-	rt, err := b.cat.RouteOf(ctx, source, name)
+	rctx, cancel := context.WithTimeout(ctx, catalogReadTimeout)
+	rt, err := b.cat.RouteOf(rctx, source, name)
+	cancel()
 	if err == nil {
-		// A node past its lease sends no change when it renews it: such a route
-		// is read again at the next connect.
-		if rt.Branch.ID == 0 || rt.NodeLive {
+		// Only routes to a live node are kept: a free name is asked for before
+		// authentication (any name a client types), and a node past its lease
+		// sends no change when it renews it.
+		if rt.Branch.ID != 0 && rt.NodeLive {
 			b.cache.put(k, rt, gen)
+		} else {
+			b.cache.forget(k)
 		}
 		return rt, nil
 	}

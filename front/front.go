@@ -186,7 +186,9 @@ func (b *Branches) awaitOwner(ctx context.Context, k routeKey, rt catalog.Route)
 // that every front that sees the same nodes sends a new name's clients to the
 // same node, whose single flight creates the branch once.
 func (b *Branches) place(ctx context.Context, source, name string) (node, addr string, err error) {
-	nodes, err := b.cat.Nodes(ctx)
+	rctx, cancel := context.WithTimeout(ctx, catalogReadTimeout)
+	defer cancel()
+	nodes, err := b.cat.Nodes(rctx)
 	if err != nil {
 		return "", "", catalogError(err)
 	}
@@ -241,21 +243,26 @@ func (b *Branches) resolve(ctx context.Context, r router.Route) (sourceSeed, err
 }
 
 // load returns the sources, read again when they are older than sourcesTTL or
-// fresh is set.
+// fresh is set. The catalog is read without holding b.mu, so that connects do not
+// queue behind a slow read; when it cannot be reached, the sources read last
+// serve.
 func (b *Branches) load(ctx context.Context, fresh bool) ([]sourceSeed, error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !fresh && b.sources != nil && time.Since(b.loaded) < sourcesTTL {
-		return b.sources, nil
+	last, at := b.sources, b.loaded
+	b.mu.Unlock()
+	if !fresh && last != nil && time.Since(at) < sourcesTTL {
+		return last, nil
 	}
-	srcs, err := b.cat.Sources(ctx)
+	rctx, cancel := context.WithTimeout(ctx, catalogReadTimeout)
+	defer cancel()
+	srcs, err := b.cat.Sources(rctx)
 	var seeds []catalog.Seed
 	if err == nil {
-		seeds, err = b.cat.Seeds(ctx)
+		seeds, err = b.cat.Seeds(rctx)
 	}
 	if err != nil {
-		if b.sources != nil && errors.Is(err, catalog.ErrUnavailable) {
-			return b.sources, nil // as last read: running branches stay reachable
+		if last != nil && errors.Is(err, catalog.ErrUnavailable) {
+			return last, nil // as last read: running branches stay reachable
 		}
 		return nil, catalogError(err)
 	}
@@ -265,7 +272,9 @@ func (b *Branches) load(ctx context.Context, fresh bool) ([]sourceSeed, error) {
 		sd := newest[s.Name]
 		out = append(out, sourceSeed{name: s.Name, databases: sd.Databases, roles: sd.Roles})
 	}
+	b.mu.Lock()
 	b.sources, b.loaded = out, time.Now()
+	b.mu.Unlock()
 	return out, nil
 }
 

@@ -47,8 +47,8 @@ func (l *lease) Dial(ctx context.Context) (net.Conn, error) {
 			return c, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			if l.unreachable != nil {
-				l.unreachable()
+			if l.unreachable != nil && ctx.Err() == nil {
+				l.unreachable() // not when the client's own deadline ran out
 			}
 			return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch's node is not reachable",
 				Hint: "try again in a moment", Err: err}

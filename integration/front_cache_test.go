@@ -9,8 +9,9 @@ import (
 // TestFrontRouteCache: a front keeps the routes it read, and the catalog's
 // notifications drop them when they change: a branch destroyed on one node and
 // made again on the other is reached on the other at once. Through a catalog
-// outage the front still reaches running branches by the routes it keeps, and
-// refuses a new branch with 57P03 until the catalog is back.
+// outage, one that refuses connections and one that stops answering, the front
+// still reaches running branches by the routes it keeps, and refuses a new branch
+// with 57P03 until the catalog is back.
 func TestFrontRouteCache(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -18,7 +19,8 @@ func TestFrontRouteCache(t *testing.T) {
 	a := startServer(t, newStateDir(t), "--catalog", url, "--role", "node")
 	b := startServer(t, newStateDir(t), "--catalog", url, "--role", "node")
 	a.seedSQL("app", lifecycleSQL)
-	fr := startFront(t, url)
+	relayURL, stall := stallRelay(t, url)
+	fr := startFront(t, relayURL)
 
 	// Find a name that lands on node a.
 	name := ""
@@ -53,6 +55,20 @@ func TestFrontRouteCache(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "a new branch once the catalog is back", func() bool {
 		return tryConnect(fr.dsn("app@brandnew")) == nil
+	})
+
+	// The catalog stops answering the front (its connections stay open, nothing
+	// comes back); the nodes still reach it.
+	stall(true)
+	if out, err := fr.psql(t, "app@"+name, "SELECT v FROM t WHERE id = 1"); err != nil || out != "on b" {
+		t.Fatalf("a running branch through the front while the catalog does not answer: %q %v\n%s", out, err, fr.logs())
+	}
+	if err := tryConnect(fr.dsn("app@brandnew2")); pgCode(err) != "57P03" {
+		t.Fatalf("a new branch while the catalog does not answer: %v, want 57P03", err)
+	}
+	stall(false)
+	eventually(t, 30*time.Second, "a new branch once the catalog answers again", func() bool {
+		return tryConnect(fr.dsn("app@brandnew2")) == nil
 	})
 }
 

@@ -88,13 +88,6 @@ func (c *Catalog) setup(ctx context.Context) error {
 		if err := migrate(ctx, tx.tx, c.d, addedColumns); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
-		if c.d.name() == "postgres" {
-			for _, stmt := range routeTriggers {
-				if _, err := tx.tx.ExecContext(ctx, stmt); err != nil {
-					return fmt.Errorf("route triggers: %w", err)
-				}
-			}
-		}
 		return nil
 	})
 }

@@ -17,6 +17,10 @@ var ErrInUse = errors.New("catalog is in use by another server")
 
 const ownerLock = `hashtext('pgbranchproxy.catalog.owner')`
 
+// releaseGrace is how long a claim waits for a lock that may be held by a
+// session its holder has just closed.
+const releaseGrace = 3 * time.Second
+
 // nodeLock is a node's own lock; its argument is the node id.
 const nodeLock = `hashtext('pgbranchproxy.catalog.node.' || $1)`
 
@@ -56,7 +60,18 @@ func (c *Catalog) own1(ctx context.Context, node string) (release func(), err er
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	o := &owner{dsn: c.dsn, node: node, ctx: rctx, cancel: cancel}
-	if err := o.take(ctx); err != nil {
+	// A process that just released the lock (a restart) closed its connection
+	// without waiting for the server to end the session: give that a moment.
+	deadline := time.Now().Add(releaseGrace)
+	err = o.take(ctx)
+	for errors.Is(err, ErrInUse) && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+		err = o.take(ctx)
+	}
+	if err != nil {
 		cancel()
 		return nil, err
 	}

@@ -3,25 +3,32 @@ package catalog
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// Route changes, as fronts learn of them. On Postgres, triggers on branches and
-// nodes send a notification on the channel routesChannel for every change a
-// front's route depends on: a branch row inserted or deleted, or its state,
-// owner or roles changed; a node row inserted or deleted, or its address, state
-// or epoch changed. Heartbeats and last-use times, which change often and route
-// nothing, send none. SQLite catalogs have no fronts, and no notifications.
+// Route changes, as fronts learn of them. On a catalog that nodes share,
+// triggers on branches and nodes send a notification on routesChannel for every
+// change a front's route depends on: a branch row made or removed (not a warm
+// pool member's), its owner, name or roles changed, or it became lost or stopped
+// being lost; a node row made or removed, or its address or state changed.
+// State changes, heartbeats and last-use times, which route nothing, send none.
+// A catalog of one server has no fronts and no triggers.
 
 // routesChannel is the notification channel of route changes.
 const routesChannel = "pgbranch_routes"
 
-// routeTriggers creates the triggers (Postgres only; run by setup under the
-// schema lock). Statements are separate: a function body holds semicolons.
+// routeTriggerNames are the triggers' names; a change to them (or to the
+// function) takes new names, so that catalogs made before get the new ones.
+var routeTriggerNames = []string{"pgbranch_route_rows_v1", "pgbranch_route_gone_v1", "pgbranch_route_update_v1",
+	"pgbranch_node_rows_v1", "pgbranch_node_update_v1"}
+
+// routeTriggers creates the function and the triggers. Statements are separate:
+// a function body holds semicolons.
 var routeTriggers = []string{
-	`CREATE OR REPLACE FUNCTION pgbranch_route_changed() RETURNS trigger LANGUAGE plpgsql AS $f$
+	`CREATE OR REPLACE FUNCTION pgbranch_route_changed_v1() RETURNS trigger LANGUAGE plpgsql AS $f$
 	DECLARE r record;
 	BEGIN
 		IF TG_OP = 'DELETE' THEN r := OLD; ELSE r := NEW; END IF;
@@ -32,18 +39,48 @@ var routeTriggers = []string{
 		END IF;
 		RETURN NULL;
 	END $f$`,
-	`CREATE OR REPLACE TRIGGER pgbranch_branch_rows AFTER INSERT OR DELETE ON branches
-		FOR EACH ROW EXECUTE FUNCTION pgbranch_route_changed()`,
-	`CREATE OR REPLACE TRIGGER pgbranch_branch_route AFTER UPDATE ON branches FOR EACH ROW
-		WHEN (OLD.state IS DISTINCT FROM NEW.state OR OLD.node_id IS DISTINCT FROM NEW.node_id
-			OR OLD.node_epoch IS DISTINCT FROM NEW.node_epoch OR OLD.roles IS DISTINCT FROM NEW.roles
-			OR OLD.name IS DISTINCT FROM NEW.name)
-		EXECUTE FUNCTION pgbranch_route_changed()`,
-	`CREATE OR REPLACE TRIGGER pgbranch_node_rows AFTER INSERT OR DELETE ON nodes
-		FOR EACH ROW EXECUTE FUNCTION pgbranch_route_changed()`,
-	`CREATE OR REPLACE TRIGGER pgbranch_node_route AFTER UPDATE ON nodes FOR EACH ROW
-		WHEN (OLD.addr IS DISTINCT FROM NEW.addr OR OLD.state IS DISTINCT FROM NEW.state OR OLD.epoch IS DISTINCT FROM NEW.epoch)
-		EXECUTE FUNCTION pgbranch_route_changed()`,
+	`CREATE OR REPLACE TRIGGER pgbranch_route_rows_v1 AFTER INSERT ON branches FOR EACH ROW
+		WHEN (NOT NEW.pooled) EXECUTE FUNCTION pgbranch_route_changed_v1()`,
+	`CREATE OR REPLACE TRIGGER pgbranch_route_gone_v1 AFTER DELETE ON branches FOR EACH ROW
+		WHEN (NOT OLD.pooled) EXECUTE FUNCTION pgbranch_route_changed_v1()`,
+	`CREATE OR REPLACE TRIGGER pgbranch_route_update_v1 AFTER UPDATE ON branches FOR EACH ROW
+		WHEN (OLD.node_id IS DISTINCT FROM NEW.node_id OR OLD.roles IS DISTINCT FROM NEW.roles
+			OR OLD.name IS DISTINCT FROM NEW.name OR (OLD.state = 'lost') IS DISTINCT FROM (NEW.state = 'lost'))
+		EXECUTE FUNCTION pgbranch_route_changed_v1()`,
+	`CREATE OR REPLACE TRIGGER pgbranch_node_rows_v1 AFTER INSERT OR DELETE ON nodes
+		FOR EACH ROW EXECUTE FUNCTION pgbranch_route_changed_v1()`,
+	`CREATE OR REPLACE TRIGGER pgbranch_node_update_v1 AFTER UPDATE ON nodes FOR EACH ROW
+		WHEN (OLD.addr IS DISTINCT FROM NEW.addr OR OLD.state IS DISTINCT FROM NEW.state)
+		EXECUTE FUNCTION pgbranch_route_changed_v1()`,
+}
+
+// NotifyRoutes makes the catalog notify route changes (Postgres 14 or later),
+// once: a catalog that already has the triggers is left alone (creating them
+// takes a lock on both tables). Nodes call it when they join; on SQLite it does
+// nothing.
+func (c *Catalog) NotifyRoutes(ctx context.Context) (err error) {
+	defer c.check(&err)
+	if c.d.name() != "postgres" {
+		return nil
+	}
+	var have int
+	if err := c.queryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgname = ANY(?)`, routeTriggerNames).Scan(&have); err != nil {
+		return fmt.Errorf("route triggers: %w", err)
+	}
+	if have == len(routeTriggerNames) {
+		return nil
+	}
+	return c.tx(ctx, func(tx sqlTx) error {
+		if err := c.d.lockSchema(ctx, tx.tx); err != nil {
+			return err
+		}
+		for _, stmt := range routeTriggers {
+			if _, err := tx.tx.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("route triggers: %w", err)
+			}
+		}
+		return nil
+	})
 }
 
 // RouteChange is one change a front's routes depend on: a branch (Source and

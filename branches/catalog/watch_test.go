@@ -8,13 +8,20 @@ import (
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 )
 
-// TestWatchRoutes: a watcher hears of a branch's insert, state change and delete
+// TestWatchRoutes: a watcher hears of a branch's insert, roles change and delete
 // and of a node's registration, in commit order, and not of what routes nothing
-// (last-use times, heartbeats); it is told to forget everything when it starts.
+// (heartbeats, last-use times, state changes, warm pool members); it is told
+// that anything may have changed when it starts.
 func TestWatchRoutes(t *testing.T) {
 	c, dsn := backends[1].open(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	if err := c.NotifyRoutes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.NotifyRoutes(ctx); err != nil { // again: nothing to do
+		t.Fatal(err)
+	}
 	got := make(chan catalog.RouteChange, 100)
 	listening := make(chan bool, 10)
 	go openAgain(t, dsn).WatchRoutes(ctx, func(ch catalog.RouteChange) { got <- ch }, func(l bool) { listening <- l })
@@ -55,12 +62,20 @@ func TestWatchRoutes(t *testing.T) {
 	if err := c.Touch(ctx, map[int64]time.Time{id: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	b.State = catalog.Running
+	b.State = catalog.Running // a state change routes nothing
+	if err := c.UpdateBranch(ctx, b, "test"); err != nil {
+		t.Fatal(err)
+	}
+	b.Roles = `{"alice":{}}`
 	if err := c.UpdateBranch(ctx, b, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if ch := next(); ch.Branch != "x" {
-		t.Fatalf("state change, after a touch that routes nothing: %+v", ch)
+		t.Fatalf("roles change, after a touch and a state change that route nothing: %+v", ch)
+	}
+	pool := catalog.Branch{Source: "app", Name: "_pool-1", State: catalog.Running, Pooled: true}
+	if _, err := c.InsertBranch(ctx, pool, "warm pool"); err != nil {
+		t.Fatal(err)
 	}
 	if err := c.DeleteBranch(ctx, b, "test"); err != nil {
 		t.Fatal(err)

@@ -506,7 +506,6 @@ func parseBudget(v, stateDir string) (int64, error) {
 	return n, nil
 }
 
-// loopbackListen reports whether addr listens on loopback only.
 // unspecifiedHost reports whether addr listens on every address (0.0.0.0, ::
 // or no host), which is no address to dial.
 func unspecifiedHost(addr string) bool {
@@ -518,6 +517,7 @@ func unspecifiedHost(addr string) bool {
 	return host == "" || ip != nil && ip.IsUnspecified()
 }
 
+// loopbackListen reports whether addr listens on loopback only.
 func loopbackListen(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
