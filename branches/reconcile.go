@@ -36,7 +36,9 @@ func (m *Manager) reconcile(ctx context.Context) error {
 			m.log.Warn("stray server", zap.Int("pid", s.PID), zap.Error(err))
 		}
 	}
-	mounts, err := overlay.MountsUnder(m.cfg.StateDir)
+	// The state directory may be a mount point itself (a volume): what serve
+	// mounted is below it.
+	mounts, err := overlay.MountsBelow(m.cfg.StateDir)
 	if err != nil {
 		return err
 	}

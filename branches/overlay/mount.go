@@ -105,6 +105,23 @@ func MountsUnder(dir string) ([]string, error) {
 	return out, sc.Err()
 }
 
+// MountsBelow lists the mount points strictly below dir, deepest first: those
+// under a state directory that is itself a mount point (a volume, a filesystem of
+// its own) without that one.
+func MountsBelow(dir string) ([]string, error) {
+	all, err := MountsUnder(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, mp := range all {
+		if mp != dir {
+			out = append(out, mp)
+		}
+	}
+	return out, nil
+}
+
 // IsMounted reports whether target is a mount point.
 func IsMounted(target string) (bool, error) {
 	target = filepath.Clean(target)

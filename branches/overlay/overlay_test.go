@@ -398,3 +398,29 @@ func needRoot(t *testing.T) {
 		t.Fatal("needs root (OverlayFS mounts); run as root or with -short")
 	}
 }
+
+// MountsBelow leaves out the directory itself when it is a mount point (a state
+// directory on a volume) and lists what is mounted below it, deepest first.
+func TestMountsBelow(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "branches", "1")
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Unmount(dir, syscall.MNT_DETACH)
+	if err := os.MkdirAll(sub, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", sub, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Unmount(sub, syscall.MNT_DETACH)
+	got, err := overlay.MountsBelow(dir)
+	if err != nil || !slices.Equal(got, []string{sub}) {
+		t.Fatalf("MountsBelow = %v, %v; want only %s", got, err, sub)
+	}
+	if all, _ := overlay.MountsUnder(dir); len(all) != 2 {
+		t.Fatalf("MountsUnder = %v, want the directory and the one below", all)
+	}
+}
