@@ -1,0 +1,114 @@
+package sim
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// testPartition cuts one node's link (its veth down: no host reaches it and it
+// reaches none, the catalog included, and nothing answers the packets sent to
+// it). A probe per front reads one of its branches and one of the other node's.
+// Every front must answer 57P03 for its branch (after its dial bound to clients
+// that came before the node's lease ran out, at once to those that came after)
+// and never serve it while the link is down; the other node's branch must not
+// fail once; once the link is back, its branch must be served again through
+// every front, by the same registration (the partition is shorter than
+// --node-dead-after), and no sample may find a branch running twice.
+func testPartition(t *testing.T, ctx context.Context, c *cluster, on map[string][]string) {
+	victim, other := c.nodes[0], c.nodes[1]
+	mine, theirs := on[victim.name][0], on[other.name][0]
+	for _, b := range []string{mine, theirs} {
+		if v, err := c.read(ctx, c.fronts[0], b); err != nil || v != b {
+			t.Fatalf("wake %s before the partition: %q %v", b, v, err)
+		}
+	}
+	epoch, _ := c.cat.node(t, victim.name)
+	smp := startSampler(c.dir)
+	var vp, op []*probe
+	for _, f := range c.fronts {
+		vp = append(vp, c.startProbe(f, mine, mine))
+		op = append(op, c.startProbe(f, theirs, theirs))
+	}
+	time.Sleep(300 * time.Millisecond)
+
+	cut := time.Now()
+	if err := c.net.cut(victim.host); err != nil {
+		t.Fatal(err)
+	}
+	healed := false
+	defer func() {
+		if !healed {
+			c.net.heal(victim.host)
+		}
+	}()
+	// A client that came before the node's lease ran out waits for the front's
+	// dial to the node until the front's start-up bound, then gets 57P03; one
+	// that comes after is refused without a dial.
+	expired := eventually(t, 30*time.Second, victim.name+"'s lease to run out", func() bool {
+		return c.cat.count(t, "SELECT count(*) FROM nodes WHERE id = $1 AND lease_until < (extract(epoch FROM now()) * 1e9)::bigint", victim.name) == 1
+	})
+	var late []time.Duration
+	for _, f := range c.fronts {
+		start := time.Now()
+		_, err := c.read(ctx, f, mine)
+		if sqlstate(err) != "57P03" {
+			t.Errorf("%s through %s after its node's lease ran out: %v, want 57P03", mine, f.name, err)
+		}
+		late = append(late, time.Since(start))
+	}
+	var refused time.Duration
+	for _, p := range vp {
+		eventually(t, 45*time.Second, mine+" refused through "+p.front.name, func() bool {
+			_, ok := p.first(cut, "57P03")
+			return ok
+		})
+		a, _ := p.first(cut, "57P03")
+		refused = max(refused, a.at.Add(a.took).Sub(cut))
+	}
+	healAt := time.Now()
+	if err := c.net.heal(victim.host); err != nil {
+		t.Fatal(err)
+	}
+	healed = true
+	var served time.Duration
+	for _, p := range vp {
+		eventually(t, 60*time.Second, mine+" served again through "+p.front.name, func() bool {
+			_, ok := p.first(healAt, "ok")
+			return ok
+		})
+		a, _ := p.first(healAt, "ok")
+		served = max(served, a.at.Add(a.took).Sub(healAt))
+	}
+	stopped := time.Now()
+	for _, p := range append(vp, op...) {
+		p.stop()
+	}
+	samples, bad := smp.stop()
+
+	for _, p := range vp {
+		for _, a := range p.attempts() {
+			during := a.at.After(cut) && a.at.Add(a.took).Before(healAt)
+			if during && a.code() != "57P03" {
+				t.Errorf("%s through %s during the partition: %s (%v), want 57P03", mine, p.front.name, a.code(), a.err)
+			}
+		}
+		t.Logf("partition: %s (cut node) through %s: cut %s; after the heal %s", mine, p.front.name,
+			p.summary(cut, healAt), p.summary(healAt, stopped))
+	}
+	for _, p := range op {
+		for _, a := range p.failures() {
+			t.Errorf("%s (other node) through %s at %s: %v", theirs, p.front.name, a.at.Sub(cut).Round(time.Millisecond), a.err)
+		}
+		t.Logf("partition: %s (other node) through %s: %s", theirs, p.front.name, p.summary(time.Time{}, stopped))
+	}
+	if len(bad) > 0 {
+		t.Errorf("%d of %d samples found a branch running twice: %v", len(bad), samples, bad)
+	}
+	if e, state := c.cat.node(t, victim.name); e != epoch || state != "active" {
+		t.Errorf("%s after the partition: epoch %d %s, want %d active (the same registration)", victim.name, e, state, epoch)
+	}
+	t.Logf("partition: %s cut for %s; its lease ran out %s after the cut, and clients that came then got 57P03 in %v; the probes that came before got it %s after the cut (the fronts' dial bound); served again through every front %s after the heal; %d samples, %d with a branch running twice",
+		victim.name, healAt.Sub(cut).Round(time.Millisecond), expired.Round(time.Millisecond), roundAll(late),
+		refused.Round(time.Millisecond), served.Round(time.Millisecond), samples, len(bad))
+}
