@@ -4,9 +4,10 @@ BIN     := bin
 PKGS    := ./...
 FUZZ_TIME ?= 30s
 SOAK_DURATION ?= 10m
+SIM_RACE_REPS ?= 200
 
 .PHONY: help build shim test test-short run bench fuzz lint deps clean image
-.PHONY: soak
+.PHONY: soak sim-smoke sim
 .PHONY: bench-branchbench
 .PHONY: kube-check kube-image
 
@@ -41,6 +42,12 @@ bench: deps build ## side-by-side benchmarks (BENCH_QUICK=1 for a short run)
 
 soak: deps build ## long run under mixed load, fails on leaks and lost writes (SOAK_DURATION, default 10m; needs root)
 	SOAK_DURATION=$(SOAK_DURATION) $(GO) run ./integration/soak --bin $(BIN)/pgbranchproxy --shim $(BIN)/liblazyrw.so
+
+sim-smoke: deps ## fronts and nodes on network namespaces: race, node kill, partition, front kills (in make test; needs root)
+	$(GO) test -count=1 -timeout 10m -v -run '^TestSmoke$$' ./sim
+
+sim: deps ## the same with M3 repeated SIM_RACE_REPS times (default 200), for the numbers in docs/scale-out.md (needs root)
+	SIM_RACE_REPS=$(SIM_RACE_REPS) $(GO) test -count=1 -timeout 60m -v -run '^TestSmoke$$' ./sim
 
 bench-branchbench: deps build ## BranchBench's five agentic workflows (BRANCHBENCH_QUICK=1 for a short run)
 	$(GO) run ./bench/branchbench

@@ -9,6 +9,7 @@ command -v valgrind >/dev/null || need+=(valgrind)
 command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
 command -v losetup >/dev/null || need+=(mount)
+command -v ip >/dev/null || need+=(iproute2)  # the simulation's network namespaces (sim/)
 command -v chattr >/dev/null || need+=(e2fsprogs)
 command -v pgbouncer >/dev/null || need+=(pgbouncer)
 command -v chromium >/dev/null || need+=(chromium)  # the web page's browser test
