@@ -5,6 +5,7 @@ PKGS    := ./...
 FUZZ_TIME ?= 30s
 SOAK_DURATION ?= 10m
 SIM_RACE_REPS ?= 200
+SIM_KILL_REPS ?= 10
 
 .PHONY: help build shim test test-short run bench fuzz lint deps clean image
 .PHONY: soak sim-smoke sim
@@ -46,8 +47,8 @@ soak: deps build ## long run under mixed load, fails on leaks and lost writes (S
 sim-smoke: deps ## fronts and nodes on network namespaces: race, node kill, partition, front kills (in make test; needs root)
 	$(GO) test -count=1 -timeout 10m -v -run '^TestSmoke$$' ./sim
 
-sim: deps ## the same with M3 repeated SIM_RACE_REPS times (default 200), for the numbers in docs/scale-out.md (needs root)
-	SIM_RACE_REPS=$(SIM_RACE_REPS) $(GO) test -count=1 -timeout 60m -v -run '^TestSmoke$$' ./sim
+sim: deps ## the same with M3 repeated SIM_RACE_REPS times (200) and M6 SIM_KILL_REPS times (10), for docs/scale-out.md (needs root)
+	SIM_RACE_REPS=$(SIM_RACE_REPS) SIM_KILL_REPS=$(SIM_KILL_REPS) $(GO) test -count=1 -timeout 60m -v -run '^TestSmoke$$' ./sim
 
 bench-branchbench: deps build ## BranchBench's five agentic workflows (BRANCHBENCH_QUICK=1 for a short run)
 	$(GO) run ./bench/branchbench

@@ -37,17 +37,17 @@ func branchesOn(t *testing.T, ctx context.Context, c *cluster, prefix string) ma
 	}
 }
 
-// testNodeKill is M6: a node killed with SIGKILL (its branch servers and mounts
-// stay, as on a host whose agent crashed) and started again 3 s later on the same
-// state directory. Meanwhile a probe per front reads one of its branches and one
-// of the other node's, and a sampler checks every 100 ms that no branch runs
-// twice. Its branches must be refused with 57P03 while it is down and served
-// again within servedAgainTarget of its start; the other node's must not fail
+// testNodeKill is M6: the node victim killed with SIGKILL (its branch servers
+// and mounts stay, as on a host whose agent crashed) and started again 3 s later
+// on the same state directory. Meanwhile a probe per front reads one of its
+// branches and one of other's, and a sampler checks every 100 ms that no branch
+// runs twice. Its branches must be refused with 57P03 while it is down and
+// served again within servedAgainTarget of its start; other's must not fail
 // once; the killed run's postmasters must be gone after the restart, every
 // postmaster and mount left under its state directory must be a running
-// branch's, and it must come back at the next epoch with its rows.
-func testNodeKill(t *testing.T, ctx context.Context, c *cluster, on map[string][]string) {
-	victim, other := c.nodes[1], c.nodes[0]
+// branch's, and it must come back at the next epoch with its rows. It returns
+// how long after the node's start its branch was served through every front.
+func testNodeKill(t *testing.T, ctx context.Context, c *cluster, on map[string][]string, victim, other *member) (served time.Duration) {
 	mine, theirs := on[victim.name], on[other.name][0]
 	for _, b := range mine {
 		if v, err := c.read(ctx, c.fronts[0], b); err != nil || v != b {
@@ -82,7 +82,6 @@ func testNodeKill(t *testing.T, ctx context.Context, c *cluster, on map[string][
 	returned := time.Now()
 	victim.start(t)
 	listening := time.Since(returned)
-	var served time.Duration
 	for _, p := range vp {
 		eventually(t, 60*time.Second, mine[0]+" served again through "+p.front.name, func() bool {
 			_, ok := p.first(returned, "ok")
@@ -122,6 +121,7 @@ func testNodeKill(t *testing.T, ctx context.Context, c *cluster, on map[string][
 		victim.name, returned.Sub(killed).Round(time.Millisecond), listening.Round(time.Millisecond), mine[0],
 		served.Round(time.Millisecond), samples, len(bad))
 	checkNodeBack(t, ctx, c, victim, old, epoch, mine)
+	return served
 }
 
 // checkNodeBack checks a node started again after a kill: none of the killed
