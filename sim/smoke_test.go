@@ -15,7 +15,13 @@ import (
 // SIM_KILL_REPS M6's (default 1; the nodes take turns).
 func TestSmoke(t *testing.T) {
 	reps, kills := repetitions(t, "SIM_RACE_REPS", 10), repetitions(t, "SIM_KILL_REPS", 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	// Every wait is bounded on its own; this ends whatever is left well before
+	// go test's -timeout, so that the cleanups run.
+	deadline := time.Now().Add(10 * time.Minute)
+	if d, ok := t.Deadline(); ok {
+		deadline = d.Add(-time.Minute)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	t.Logf("machine: %s", machineLine())
 	start := time.Now()
