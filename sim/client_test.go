@@ -140,6 +140,16 @@ func (p *probe) first(since time.Time, code string) (attempt, bool) {
 	return attempt{}, false
 }
 
+// servedAfter returns the first successful attempt that ended after t.
+func (p *probe) servedAfter(t time.Time) (attempt, bool) {
+	for _, a := range p.attempts() {
+		if a.err == nil && a.at.Add(a.took).After(t) {
+			return a, true
+		}
+	}
+	return attempt{}, false
+}
+
 // summary counts the outcomes of the attempts started in [from, to) and gives
 // the longest one: "57P03 x12, ok x3, longest 15.1s".
 func (p *probe) summary(from, to time.Time) string {
@@ -151,6 +161,9 @@ func (p *probe) summary(from, to time.Time) string {
 		}
 		counts[a.code()]++
 		longest = max(longest, a.took)
+	}
+	if len(counts) == 0 {
+		return "no attempt"
 	}
 	var parts []string
 	for code, n := range counts {
