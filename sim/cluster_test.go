@@ -74,8 +74,8 @@ func startCluster(t *testing.T, ctx context.Context, nNodes, nFronts int) *clust
 		m := c.newMember(fmt.Sprintf("front-%d", i+1), h, "6432", false)
 		mustRun(t, binPath, "cluster", "issue", "--dir", ca, "--role", "front", "--name", m.name)
 		// Trust on the simulated network (no other machine reaches it); a 10 s
-		// start-up bound, so that a client of a node that cannot be reached hears
-		// 57P03 within 15 s (the front waits 5 s longer than the node would).
+		// start-up bound, so that no client waits more than 15 s through a front
+		// (it waits 5 s longer than the node would), whatever goes wrong.
 		m.args = []string{"--state-dir", m.state, "serve", "--role", "front", "--listen", m.addr, "--catalog", c.cat.url,
 			"--auth", "trust", "--insecure-trust", "--startup-timeout", "10s", "--cluster-dir", ca, "--cluster-name", m.name}
 		c.fronts = append(c.fronts, m)
