@@ -130,10 +130,8 @@ func (m *Manager) reconcileSeeds(ctx context.Context) error {
 		m.sources[s.Name] = &sourceState{src: s}
 	}
 	for _, sd := range seeds {
-		if sd.State != catalog.SeedReady && m.cfg.Join {
-			// Another node may be building it: seeds carry no owner yet, so a node
-			// of several leaves unfinished ones alone.
-			continue
+		if sd.State != catalog.SeedReady && m.cfg.Join && !m.builtHere(sd) {
+			continue // another node may be building it
 		}
 		if sd.State != catalog.SeedReady {
 			m.log.Info("removing seed whose build was interrupted", zap.String("source", sd.Source), zap.Int("generation", sd.Generation))

@@ -208,7 +208,7 @@ func (m *Manager) collectSeeds(ctx context.Context) {
 	m.mu.Unlock()
 	for _, sd := range seeds {
 		// A seed another node built is that node's to remove.
-		if used[sd.ID] || sd.State != catalog.SeedReady || sd.Dir != m.seedDir(sd) {
+		if used[sd.ID] || sd.State != catalog.SeedReady || !m.builtHere(sd) {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Dir(m.seedDir(sd))); err != nil {
@@ -218,6 +218,16 @@ func (m *Manager) collectSeeds(ctx context.Context) {
 		m.cat.DeleteSeed(context.WithoutCancel(ctx), sd.ID)
 		m.log.Info("removed unused seed generation", zap.String("source", sd.Source), zap.Int("generation", sd.Generation))
 	}
+}
+
+// builtHere reports whether this node built sd: the node it records, or, for a
+// seed from before nodes, its directory in this state directory.
+func (m *Manager) builtHere(sd catalog.Seed) bool {
+	if sd.NodeID != "" {
+		me, _, _ := m.cat.Registration()
+		return sd.NodeID == me
+	}
+	return sd.Dir == m.seedDir(sd)
 }
 
 // buildSeed builds a new seed generation of src in the build area and moves it under
@@ -332,6 +342,10 @@ func (m *Manager) RemoveSource(ctx context.Context, name string) error {
 		}
 	}
 	if err := m.cat.DeleteSource(ctx, name); err != nil {
+		if errors.Is(err, catalog.ErrSourceHasBranches) {
+			// Another node made one since othersHoldSource looked.
+			return fmt.Errorf("%w: %w", ErrBusy, err)
+		}
 		return err
 	}
 	return os.RemoveAll(filepath.Join(m.cfg.StateDir, "seeds", name))

@@ -90,6 +90,10 @@ func (c *Catalog) InsertBranch(ctx context.Context, b Branch, reason string) (_ 
 	node, epoch := c.owner()
 	var id int64
 	err = c.tx(ctx, func(tx sqlTx) error {
+		// The source is not removed while its new branch is recorded (DeleteSource).
+		if err := c.d.lockSource(ctx, tx.tx, b.Source, false); err != nil {
+			return err
+		}
 		// INSERT ... SELECT, not VALUES, so that the fence is in the statement.
 		err := tx.queryRow(ctx, `INSERT INTO branches (source, name, seed_id, parent, layers, state, cow_mode, pid,
 			ttl_ns, ephemeral, quota, roles, owned_bytes, create_ms, error, created_at, last_used_at, state_at, databases, pooled,

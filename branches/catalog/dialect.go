@@ -33,6 +33,9 @@ type dialect interface {
 	lockSchema(ctx context.Context, tx *sql.Tx) error
 	// lockSeeds serializes the numbering of a source's seed generations.
 	lockSeeds(ctx context.Context, tx *sql.Tx, source string) error
+	// lockSource locks a source against removal (shared, by a new branch) or
+	// takes it for its removal (exclusive), until the transaction ends.
+	lockSource(ctx context.Context, tx *sql.Tx, source string, exclusive bool) error
 	// nowNanos is an SQL expression for the catalog's clock in unix nanoseconds:
 	// leases are measured by it only, never by a node's clock.
 	nowNanos() string

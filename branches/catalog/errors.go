@@ -14,6 +14,10 @@ var ErrExists = errors.New("already exists")
 // ErrNotEmpty is returned by Copy when the destination catalog already has rows.
 var ErrNotEmpty = errors.New("catalog is not empty")
 
+// ErrSourceHasBranches is returned by DeleteSource when other nodes have branches
+// of the source: its seed rows would go from under them.
+var ErrSourceHasBranches = errors.New("the source has branches on other nodes")
+
 // ErrUnavailable is returned (wrapped) when the catalog cannot be reached: a
 // Postgres catalog that is down, restarting or unreachable. The call may succeed
 // once it is back.

@@ -24,6 +24,9 @@ var addedColumns = []column{
 	// on rows from before nodes, which the first node to register adopts.
 	{"branches", "node_id", "TEXT"},
 	{"branches", "node_epoch", "<int>"},
+	// The node that built the seed (its directory is on that node's disk); NULL on
+	// seeds from before nodes and seeds built by a process that did not register.
+	{"seeds", "node_id", "TEXT"},
 }
 
 // migrate adds the columns of cols that the database lacks, inside tx.

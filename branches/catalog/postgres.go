@@ -115,6 +115,18 @@ func (postgresDialect) lockNodes(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
+func (postgresDialect) lockSource(ctx context.Context, tx *sql.Tx, source string, exclusive bool) error {
+	fn := "pg_advisory_xact_lock_shared"
+	if exclusive {
+		fn = "pg_advisory_xact_lock"
+	}
+	_, err := tx.ExecContext(ctx, `SELECT `+fn+`(hashtext('pgbranchproxy.catalog.source'), hashtext($1))`, source)
+	if err != nil {
+		return fmt.Errorf("lock source %q: %w", source, err)
+	}
+	return nil
+}
+
 func (postgresDialect) lockSeeds(ctx context.Context, tx *sql.Tx, source string) error {
 	_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('pgbranchproxy.catalog.seeds'), hashtext($1))`, source)
 	if err != nil {

@@ -41,6 +41,9 @@ type Seed struct {
 	Roles      string // the cluster's login roles, encoded by package roles
 	CreatedAt  time.Time
 	ReadyAt    time.Time
+	// NodeID is the node that built it, whose disk holds Dir ("" before nodes, or
+	// built by a process that did not register). Read only: AddSeed sets it.
+	NodeID string
 }
 
 // The writes of sources and seeds are fenced by the node row (nodeFence): a
@@ -97,6 +100,20 @@ func (c *Catalog) DeleteSource(ctx context.Context, name string) (err error) {
 		return err
 	}
 	return c.tx(ctx, func(tx sqlTx) error {
+		// No branch of the source may be made meanwhile (InsertBranch holds the
+		// lock shared), and none may exist on another node: its seed rows go.
+		if err := c.d.lockSource(ctx, tx.tx, name, true); err != nil {
+			return err
+		}
+		me, _ := c.owner()
+		var others int
+		if err := tx.queryRow(ctx, `SELECT count(*) FROM branches WHERE source = ? AND COALESCE(node_id, '') <> COALESCE(?, '')`,
+			name, me).Scan(&others); err != nil {
+			return err
+		}
+		if others > 0 {
+			return fmt.Errorf("source %q: %d branches, pooled ones included: %w", name, others, ErrSourceHasBranches)
+		}
 		// On Postgres the node row stays locked FOR SHARE until commit: the fence
 		// holds for the seeds' delete too.
 		res, err := tx.exec(ctx, `DELETE FROM sources WHERE name = ?`+cond, append([]any{name}, args...)...)
@@ -132,9 +149,13 @@ func (c *Catalog) AddSeed(ctx context.Context, s Seed) (_ Seed, err error) {
 			return err
 		}
 		s.State = SeedBuilding
+		node, _ := c.owner()
 		err := tx.queryRow(ctx,
-			`INSERT INTO seeds (source, generation, state, dir, created_at) SELECT ?, ?, ?, ?, ? WHERE 1 = 1`+cond+` RETURNING id`,
-			append([]any{s.Source, s.Generation, s.State, s.Dir, unixNano(s.CreatedAt)}, args...)...).Scan(&s.ID)
+			`INSERT INTO seeds (source, generation, state, dir, created_at, node_id) SELECT ?, ?, ?, ?, ?, ? WHERE 1 = 1`+cond+` RETURNING id`,
+			append([]any{s.Source, s.Generation, s.State, s.Dir, unixNano(s.CreatedAt), node}, args...)...).Scan(&s.ID)
+		if id, ok := node.(string); ok {
+			s.NodeID = id
+		}
 		if errors.Is(err, sql.ErrNoRows) && cond != "" {
 			if ferr := c.fenced(ctx, tx, false, 0, ""); ferr != nil {
 				return ferr
@@ -179,7 +200,8 @@ func (c *Catalog) DeleteSeed(ctx context.Context, id int64) (err error) {
 func (c *Catalog) Seeds(ctx context.Context) (_ []Seed, err error) {
 	defer c.check(&err)
 	rows, err := c.query(ctx,
-		`SELECT id, source, generation, state, dir, pg_version, databases, superuser, roles, created_at, ready_at FROM seeds ORDER BY id`)
+		`SELECT id, source, generation, state, dir, pg_version, databases, superuser, roles, created_at, ready_at,
+			COALESCE(node_id, '') FROM seeds ORDER BY id`)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +211,7 @@ func (c *Catalog) Seeds(ctx context.Context) (_ []Seed, err error) {
 		var s Seed
 		var dbs string
 		var created, ready int64
-		if err := rows.Scan(&s.ID, &s.Source, &s.Generation, &s.State, &s.Dir, &s.PGVersion, &dbs, &s.Superuser, &s.Roles, &created, &ready); err != nil {
+		if err := rows.Scan(&s.ID, &s.Source, &s.Generation, &s.State, &s.Dir, &s.PGVersion, &dbs, &s.Superuser, &s.Roles, &created, &ready, &s.NodeID); err != nil {
 			return nil, err
 		}
 		s.Databases = splitList(dbs)

@@ -83,6 +83,9 @@ func (sqliteDialect) deadConn(error) bool    { return false }
 func (sqliteDialect) lockSchema(context.Context, *sql.Tx) error        { return nil }
 func (sqliteDialect) lockSeeds(context.Context, *sql.Tx, string) error { return nil }
 
+// One writer at a time: a transaction already excludes every other.
+func (sqliteDialect) lockSource(context.Context, *sql.Tx, string, bool) error { return nil }
+
 // SQLite's own clock, in unix nanoseconds (julianday has millisecond precision).
 func (sqliteDialect) nowNanos() string {
 	return `(CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) * 1000000)`
