@@ -2,6 +2,8 @@ package catalog
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -91,6 +93,7 @@ type RouteChange struct {
 	Branch string `json:"branch"`
 	Node   string `json:"node"`
 	All    bool   `json:"-"`
+	Probe  string `json:"probe"` // a watch's own check that it still hears (see probeEvery)
 }
 
 // WatchRoutes calls fn for every route change until ctx ends, on a connection of
@@ -113,8 +116,14 @@ func (c *Catalog) WatchRoutes(ctx context.Context, fn func(RouteChange), live fu
 	}
 }
 
-// listen listens on one connection until it fails or ctx ends; it reports
-// whether it got as far as listening.
+// probeEvery is how often a quiet watch checks that its connection still hears:
+// it sends a notification of its own through another connection and must hear
+// it back before the next check. A connection that stopped hearing (half open
+// after a failover, closed by a pooler in between) is given up for a new one.
+var probeEvery = 5 * time.Second
+
+// listen listens on one connection until it fails, stops hearing, or ctx ends;
+// it reports whether it got as far as listening.
 func (c *Catalog) listen(ctx context.Context, fn func(RouteChange), live func(bool)) bool {
 	conn, err := pgx.Connect(ctx, c.dsn)
 	if err != nil {
@@ -127,17 +136,45 @@ func (c *Catalog) listen(ctx context.Context, fn func(RouteChange), live func(bo
 	live(true)
 	defer live(false)
 	fn(RouteChange{All: true})
+	token := probeToken()
+	probing := false
 	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
+		wctx, cancel := context.WithTimeout(ctx, probeEvery)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return true
+		case err != nil && wctx.Err() == nil:
 			// Nothing is dropped now: while the catalog is away, what was read
 			// before is all there is. The next connect says All.
 			return true
+		case err != nil && probing:
+			return true // the last probe was not heard back
+		case err != nil:
+			pctx, cancel := context.WithTimeout(ctx, probeEvery)
+			_, err := c.exec(pctx, `SELECT pg_notify(?, ?)`, routesChannel, `{"probe":"`+token+`"}`)
+			cancel()
+			if err != nil {
+				return true
+			}
+			probing = true
+			continue
 		}
 		var ch RouteChange
 		if json.Unmarshal([]byte(n.Payload), &ch) != nil {
 			ch = RouteChange{All: true}
 		}
+		if ch.Probe != "" {
+			probing = probing && ch.Probe != token // another watcher's probes are not news
+			continue
+		}
 		fn(ch)
 	}
+}
+
+func probeToken() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }

@@ -2,6 +2,7 @@ package catalog_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,5 +88,50 @@ func TestWatchRoutes(t *testing.T) {
 	case ch := <-got:
 		t.Fatalf("an extra change %+v", ch)
 	default:
+	}
+}
+
+// TestWatchProbes: a quiet watch checks that it still hears with probes of its
+// own, which it hears back, so it stays listening (no reconnect) and hears the
+// next change; other watchers' probes reach no one's fn.
+func TestWatchProbes(t *testing.T) {
+	defer catalog.SetProbeEvery(100 * time.Millisecond)()
+	c, dsn := backends[1].open(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.NotifyRoutes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan catalog.RouteChange, 100)
+	var mu sync.Mutex
+	var lives []bool
+	for range 2 { // two watchers: each hears the other's probes
+		go openAgain(t, dsn).WatchRoutes(ctx, func(ch catalog.RouteChange) { got <- ch },
+			func(l bool) { mu.Lock(); lives = append(lives, l); mu.Unlock() })
+	}
+	time.Sleep(time.Second) // ten probe periods, quiet
+	if _, err := c.Register(ctx, "n1", "10.0.0.1:1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	heard := 0
+	deadline := time.After(10 * time.Second)
+	for heard < 2 {
+		select {
+		case ch := <-got:
+			switch {
+			case ch.All:
+			case ch.Node == "n1":
+				heard++
+			default:
+				t.Fatalf("a watcher's fn got %+v", ch)
+			}
+		case <-deadline:
+			t.Fatalf("the registration was heard by %d of 2 watchers", heard)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lives) != 2 || !lives[0] || !lives[1] {
+		t.Fatalf("listening changes %v, want each watcher to start once and stay", lives)
 	}
 }
