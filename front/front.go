@@ -11,9 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"net"
-	"slices"
 	"sync"
 	"time"
 
@@ -29,11 +27,6 @@ const (
 	codeInvalidDatabase  = "3D000"
 )
 
-// sourcesTTL is how long the sources and their seeds' databases and roles are
-// reused before the catalog is read again (a source added meanwhile is found
-// sooner: a name that resolves to nothing reads them again at once).
-const sourcesTTL = 2 * time.Second
-
 // Dialer connects to the listener of the node id at addr.
 type Dialer func(ctx context.Context, node, addr string) (net.Conn, error)
 
@@ -48,13 +41,6 @@ type Branches struct {
 	mu      sync.Mutex
 	sources []sourceSeed
 	loaded  time.Time
-}
-
-// sourceSeed is a source with its current seed's databases and roles.
-type sourceSeed struct {
-	name      string
-	databases []string
-	roles     string
 }
 
 // New returns the branches of the catalog cat, whose nodes are reached with
@@ -179,103 +165,6 @@ func (b *Branches) awaitOwner(ctx context.Context, k routeKey, rt catalog.Route)
 		rt = next
 	}
 	return rt
-}
-
-// place picks the node for a new branch: of the live, active nodes with an
-// address, the one that ranks highest for the name (rendezvous hashing), so
-// that every front that sees the same nodes sends a new name's clients to the
-// same node, whose single flight creates the branch once.
-func (b *Branches) place(ctx context.Context, source, name string) (node, addr string, err error) {
-	rctx, cancel := context.WithTimeout(ctx, catalogReadTimeout)
-	defer cancel()
-	nodes, err := b.cat.Nodes(rctx)
-	if err != nil {
-		return "", "", catalogError(err)
-	}
-	var best *catalog.Node
-	bestRank := uint64(0)
-	for i, n := range nodes {
-		if n.State != catalog.NodeActive || n.LeaseAge >= 0 || n.Addr == "" {
-			continue
-		}
-		if r := rank(source, name, n.ID); best == nil || r > bestRank {
-			best, bestRank = &nodes[i], r
-		}
-	}
-	if best == nil {
-		return "", "", &proxy.ClientError{Code: codeCannotConnectNow, Message: "no node is available to create the branch",
-			Hint: "start a pgbranchproxy node on this catalog (serve --role node)"}
-	}
-	return best.ID, best.Addr, nil
-}
-
-// rank is a node's rank for a branch name.
-func rank(source, name, node string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(source))
-	h.Write([]byte{0})
-	h.Write([]byte(name))
-	h.Write([]byte{0})
-	h.Write([]byte(node))
-	return h.Sum64()
-}
-
-// resolve finds the route's source, reading the sources again once if the
-// route names none of those known.
-func (b *Branches) resolve(ctx context.Context, r router.Route) (sourceSeed, error) {
-	for fresh := false; ; fresh = true {
-		srcs, err := b.load(ctx, fresh)
-		if err != nil {
-			return sourceSeed{}, err
-		}
-		rs := make([]router.Source, len(srcs))
-		for i, s := range srcs {
-			rs[i] = router.Source{Name: s.name, Databases: s.databases}
-		}
-		name, err := router.ResolveSource(r, rs)
-		if err == nil {
-			return srcs[slices.IndexFunc(srcs, func(s sourceSeed) bool { return s.name == name })], nil
-		}
-		if fresh {
-			return sourceSeed{}, err
-		}
-	}
-}
-
-// load returns the sources, read again when they are older than sourcesTTL or
-// fresh is set. The catalog is read without holding b.mu, so that connects do not
-// queue behind a slow read; when it cannot be reached, the sources read last
-// serve.
-func (b *Branches) load(ctx context.Context, fresh bool) ([]sourceSeed, error) {
-	b.mu.Lock()
-	last, at := b.sources, b.loaded
-	b.mu.Unlock()
-	if !fresh && last != nil && time.Since(at) < sourcesTTL {
-		return last, nil
-	}
-	rctx, cancel := context.WithTimeout(ctx, catalogReadTimeout)
-	defer cancel()
-	srcs, err := b.cat.Sources(rctx)
-	var seeds []catalog.Seed
-	if err == nil {
-		seeds, err = b.cat.Seeds(rctx)
-	}
-	if err != nil {
-		if last != nil && errors.Is(err, catalog.ErrUnavailable) {
-			return last, nil // as last read: running branches stay reachable
-		}
-		return nil, catalogError(err)
-	}
-	newest := catalog.NewestSeeds(seeds)
-	out := make([]sourceSeed, 0, len(srcs))
-	for _, s := range srcs {
-		sd := newest[s.Name]
-		out = append(out, sourceSeed{name: s.Name, databases: sd.Databases, roles: sd.Roles})
-	}
-	b.mu.Lock()
-	b.sources, b.loaded = out, time.Now()
-	b.mu.Unlock()
-	return out, nil
 }
 
 // catalogError is what a client is told when the catalog failed.
