@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"io"
 	"testing"
 	"time"
 
@@ -95,7 +96,7 @@ func TestPumpResetsIdleSession(t *testing.T) {
 			sc := &serverConn{Conn: server, fd: -1}
 			ended := make(chan int, 1)
 			then := func(server int) { ended <- server }
-			res, err := p.addSession(client, sc, time.Minute, &sessionTrack{}, newPumpReset([]string{resetQuery}, 2*time.Second, then))
+			res, err := p.addSession(client, sc, time.Minute, &sessionTrack{}, newPumpReset([]string{resetQuery}, 300*time.Millisecond, then))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,7 +106,14 @@ func TestPumpResetsIdleSession(t *testing.T) {
 			if _, err := backend.Read(buf); err != nil {
 				t.Fatal(err)
 			}
-			backend.Write(enc(t, &pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")}, &pgproto3.ReadyForQuery{TxStatus: 'I'}))
+			reply := enc(t, &pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")}, &pgproto3.ReadyForQuery{TxStatus: 'I'})
+			backend.Write(reply)
+			// A client terminates once it has the answer: before that the session
+			// is mid-query, and the pump rightly closes it rather than reset it.
+			app.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.ReadFull(app, make([]byte, len(reply))); err != nil {
+				t.Fatal(err)
+			}
 			app.Write(enc(t, &pgproto3.Terminate{}))
 			app.Close()
 			n, err := backend.Read(buf)
