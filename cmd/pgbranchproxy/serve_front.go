@@ -95,7 +95,8 @@ func serveFront(g *globalFlags, f *serveFlags) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	go routes.Watch(ctx)
+	watched := make(chan struct{})
+	go func() { routes.Watch(ctx); close(watched) }()
 	ln, err := proxy.Listen(ctx, f.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", f.listen, err)
@@ -117,6 +118,8 @@ func serveFront(g *globalFlags, f *serveFlags) error {
 	forceCtx, cancelForce := context.WithTimeout(context.Background(), f.grace)
 	px.Shutdown(forceCtx)
 	cancelForce()
+	stop() // ends the route watch
+	<-watched
 	log.Info("stopped")
 	return err
 }
