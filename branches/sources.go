@@ -221,13 +221,15 @@ func (m *Manager) collectSeeds(ctx context.Context) {
 }
 
 // builtHere reports whether this node built sd: the node it records, or, for a
-// seed from before nodes, its directory in this state directory.
+// single server's seed from before nodes, its directory in this state directory.
 func (m *Manager) builtHere(sd catalog.Seed) bool {
 	if sd.NodeID != "" {
 		me, _, _ := m.cat.Registration()
 		return sd.NodeID == me
 	}
-	return sd.Dir == m.seedDir(sd)
+	// On a node of several, every node's state directory may have the same path:
+	// a seed of no node is nobody's to remove.
+	return !m.cfg.Join && sd.Dir == m.seedDir(sd)
 }
 
 // buildSeed builds a new seed generation of src in the build area and moves it under

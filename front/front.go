@@ -115,7 +115,7 @@ func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, er
 		return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch was on a lost node",
 			Hint: "its node was declared dead; destroy the branch (pgbranchproxy branch destroy) to use the name again"}
 	}
-	if rt.NodeState != catalog.NodeDead && (!rt.NodeLive || rt.NodeAddr == "") {
+	if rt.NodeID != "" && rt.NodeState != catalog.NodeDead && (!rt.NodeLive || rt.NodeAddr == "") {
 		rt = b.awaitOwner(ctx, k, rt)
 	}
 	if rt.NodeAddr == "" || rt.NodeState == catalog.NodeDead || !rt.NodeLive {

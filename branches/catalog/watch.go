@@ -27,6 +27,17 @@ const routesChannel = "pgbranch_routes"
 var routeTriggerNames = []string{"pgbranch_route_rows_v1", "pgbranch_route_gone_v1", "pgbranch_route_update_v1",
 	"pgbranch_node_rows_v1", "pgbranch_node_update_v1"}
 
+// oldRouteTriggers are names an earlier version used, and dropOldRouteTriggers
+// removes them.
+var (
+	oldRouteTriggers     = []string{"pgbranch_branch_rows", "pgbranch_branch_route", "pgbranch_node_rows", "pgbranch_node_route"}
+	dropOldRouteTriggers = []string{
+		`DROP TRIGGER IF EXISTS pgbranch_branch_rows ON branches`, `DROP TRIGGER IF EXISTS pgbranch_branch_route ON branches`,
+		`DROP TRIGGER IF EXISTS pgbranch_node_rows ON nodes`, `DROP TRIGGER IF EXISTS pgbranch_node_route ON nodes`,
+		`DROP FUNCTION IF EXISTS pgbranch_route_changed()`,
+	}
+)
+
 // routeTriggers creates the function and the triggers. Statements are separate:
 // a function body holds semicolons.
 var routeTriggers = []string{
@@ -65,18 +76,20 @@ func (c *Catalog) NotifyRoutes(ctx context.Context) (err error) {
 	if c.d.name() != "postgres" {
 		return nil
 	}
-	var have int
-	if err := c.queryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgname = ANY(?)`, routeTriggerNames).Scan(&have); err != nil {
+	var have, old int
+	if err := c.queryRow(ctx, `SELECT count(*) FILTER (WHERE tgname = ANY(?)), count(*) FILTER (WHERE tgname = ANY(?))
+		FROM pg_trigger WHERE tgrelid IN ('branches'::regclass, 'nodes'::regclass)`,
+		routeTriggerNames, oldRouteTriggers).Scan(&have, &old); err != nil {
 		return fmt.Errorf("route triggers: %w", err)
 	}
-	if have == len(routeTriggerNames) {
+	if have == len(routeTriggerNames) && old == 0 {
 		return nil
 	}
 	return c.tx(ctx, func(tx sqlTx) error {
 		if err := c.d.lockSchema(ctx, tx.tx); err != nil {
 			return err
 		}
-		for _, stmt := range routeTriggers {
+		for _, stmt := range append(dropOldRouteTriggers, routeTriggers...) {
 			if _, err := tx.tx.ExecContext(ctx, stmt); err != nil {
 				return fmt.Errorf("route triggers: %w", err)
 			}
@@ -117,8 +130,8 @@ func (c *Catalog) WatchRoutes(ctx context.Context, fn func(RouteChange), live fu
 }
 
 // probeEvery is how often a quiet watch checks that its connection still hears:
-// it sends a notification of its own through another connection and must hear
-// it back before the next check. A connection that stopped hearing (half open
+// it sends a notification of its own and must hear it back before the next
+// check. A connection that stopped hearing (half open
 // after a failover, closed by a pooler in between) is given up for a new one.
 var probeEvery = 5 * time.Second
 
@@ -152,8 +165,11 @@ func (c *Catalog) listen(ctx context.Context, fn func(RouteChange), live func(bo
 		case err != nil && probing:
 			return true // the last probe was not heard back
 		case err != nil:
+			// Sent on the listening connection itself (a session hears its own
+			// notifications): a connection that is half open fails here or never
+			// hears it back.
 			pctx, cancel := context.WithTimeout(ctx, probeEvery)
-			_, err := c.exec(pctx, `SELECT pg_notify(?, ?)`, routesChannel, `{"probe":"`+token+`"}`)
+			_, err := conn.Exec(pctx, `SELECT pg_notify($1, $2)`, routesChannel, `{"probe":"`+token+`"}`)
 			cancel()
 			if err != nil {
 				return true
