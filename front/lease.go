@@ -2,8 +2,10 @@ package front
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/proxy"
@@ -46,6 +48,12 @@ func (l *lease) Dial(ctx context.Context) (net.Conn, error) {
 		if err == nil {
 			return c, nil
 		}
+		if !away(err) {
+			// The node answered, and refused us (its certificate is not the one
+			// expected, or it speaks no TLS): waiting changes nothing.
+			return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch's node refused the front",
+				Hint: "the front and the node do not agree on the cluster's certificates; see the front's log", Err: err}
+		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			if l.unreachable != nil && ctx.Err() == nil {
 				l.unreachable() // not when the client's own deadline ran out
@@ -58,6 +66,16 @@ func (l *lease) Dial(ctx context.Context) (net.Conn, error) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// away reports whether a failed dial means a node that is away (not listening,
+// unreachable, not answering in time), which a restart brings back, rather than
+// one that answered and refused.
+func away(err error) bool {
+	var ne net.Error
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
+		errors.Is(err, io.EOF) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // RouteParams gives the node the route's options, the source named: the node
