@@ -21,6 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
+	"github.com/pgbranchproxy/pgbranchproxy/internal/testbuild"
 )
 
 var (
@@ -44,24 +45,13 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Chmod(dir, 0o755)
-	binPath = filepath.Join(dir, "pgbranchproxy")
-	shimPath = filepath.Join(dir, "liblazyrw.so")
-	build := []string{"build", "-o", binPath}
-	if os.Getenv("INTEGRATION_RACE") == "1" {
-		// The server under test is built with the race detector; a race makes it exit
-		// non-zero, which stop reports.
-		build = append(build, "-race")
+	// INTEGRATION_RACE=1: the server under test is built with the race detector; a
+	// race makes it exit non-zero, which stop reports.
+	if binPath, err = testbuild.Binary(dir, os.Getenv("INTEGRATION_RACE") == "1"); err == nil {
+		shimPath, err = testbuild.Shim(dir)
 	}
-	if out, err := exec.Command("go", append(build, "../cmd/pgbranchproxy")...).CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build pgbranchproxy: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	if out, err := exec.Command("make", "-s", "-C", "../shim", "all").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build shim: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	if out, err := exec.Command("cp", "../shim/liblazyrw.so", shimPath).CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "copy shim: %v\n%s", err, out)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	if err := startCatalogServer(); err != nil {

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
+
+	"github.com/pgbranchproxy/pgbranchproxy/internal/testbuild"
 )
 
 var (
@@ -47,18 +48,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// build builds the binary and the shim into dir, as the integration tests do.
-func build(dir string) error {
-	binPath = filepath.Join(dir, "pgbranchproxy")
-	shimPath = filepath.Join(dir, "liblazyrw.so")
-	for _, c := range [][]string{
-		{"go", "build", "-o", binPath, "../cmd/pgbranchproxy"},
-		{"make", "-s", "-C", "../shim", "all"},
-		{"cp", "../shim/liblazyrw.so", shimPath},
-	} {
-		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
-			return fmt.Errorf("%v: %v\n%s", c, err, out)
-		}
+// build builds the binary and the shim into dir.
+func build(dir string) (err error) {
+	if binPath, err = testbuild.Binary(dir, false); err != nil {
+		return err
 	}
-	return nil
+	shimPath, err = testbuild.Shim(dir)
+	return err
 }

@@ -5,11 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/internal/testbuild"
 )
 
 // TestSmoke runs all five workflows, scaled down to a few steps each (mcts to a
@@ -24,14 +25,11 @@ func TestSmoke(t *testing.T) {
 	}
 	bin := t.TempDir()
 	os.Chmod(bin, 0o755)
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, "pgbranchproxy"), "../../cmd/pgbranchproxy").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	if _, err := testbuild.Binary(bin, false); err != nil {
+		t.Fatal(err)
 	}
-	if out, err := exec.Command("make", "-s", "-C", "../../shim", "all").CombinedOutput(); err != nil {
-		t.Fatalf("build shim: %v\n%s", err, out)
-	}
-	if out, err := exec.Command("cp", "../../shim/liblazyrw.so", bin).CombinedOutput(); err != nil {
-		t.Fatalf("copy shim: %v\n%s", err, out)
+	if _, err := testbuild.Shim(bin); err != nil {
+		t.Fatal(err)
 	}
 	tiny := map[string][2]int{"simulation": {2, 1}, "data_cleaning": {1, 2}, "software_dev": {1, 2}, "mcts": {1, 10}, "failure_repro": {1, 2}}
 	var ws []workflow

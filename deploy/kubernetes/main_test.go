@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
+
+	"github.com/pgbranchproxy/pgbranchproxy/internal/testbuild"
 )
 
 var (
@@ -28,9 +29,9 @@ func TestMain(m *testing.M) {
 }
 
 func runTests(m *testing.M, dir string) int {
-	binPath = filepath.Join(dir, "pgbranchproxy")
-	if out, err := exec.Command("go", "build", "-o", binPath, "../../cmd/pgbranchproxy").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build pgbranchproxy: %v\n%s", err, out)
+	var err error
+	if binPath, err = testbuild.Binary(dir, false); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	help, err := exec.Command(binPath, "serve", "--help").Output()
