@@ -359,15 +359,7 @@ func serve(g *globalFlags, f *serveFlags) error {
 	mgr.SetProxyAddr(cmpOr(f.advertise, ln.Addr().String()))
 	log.Info("pgbranchproxy ready", zap.String("listen", ln.Addr().String()), zap.String("state_dir", stateDir),
 		zap.String("admin", adminSock), zap.Bool("lazyrw", shim != ""))
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- px.Serve(ctx, ln) }()
-
-	select {
-	case <-ctx.Done():
-	case err = <-serveErr:
-		log.Error("proxy stopped", zap.Error(err))
-		stop()
-	}
+	err = serveUntilDone(ctx, stop, px, ln, log)
 	log.Info("shutting down", zap.Duration("grace", f.grace))
 	graceCtx, cancel := context.WithTimeout(context.Background(), f.grace)
 	if !px.Drain(graceCtx) {
@@ -388,6 +380,21 @@ func serve(g *globalFlags, f *serveFlags) error {
 	os.Remove(adminSock)
 	log.Info("stopped")
 	return err
+}
+
+// serveUntilDone serves px on ln until ctx ends (a signal) or the proxy stops
+// by itself, which ends ctx (stop) and is returned.
+func serveUntilDone(ctx context.Context, stop func(), px *proxy.Server, ln net.Listener, log *zap.Logger) error {
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- px.Serve(ctx, ln) }()
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-serveErr:
+		log.Error("proxy stopped", zap.Error(err))
+		stop()
+		return err
+	}
 }
 
 // checkProxyFlags checks the flags of the client-facing proxy, for every role.

@@ -103,14 +103,7 @@ func serveFront(g *globalFlags, f *serveFlags) error {
 	}
 	log.Info("pgbranchproxy front ready", zap.String("listen", ln.Addr().String()), zap.String("catalog", cat.Backend()),
 		zap.String("to_nodes", map[bool]string{true: "mutual TLS as " + memberName(member), false: "plain TCP"}[member != nil]))
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- px.Serve(ctx, ln) }()
-	select {
-	case <-ctx.Done():
-	case err = <-serveErr:
-		log.Error("proxy stopped", zap.Error(err))
-		stop()
-	}
+	err = serveUntilDone(ctx, stop, px, ln, log)
 	log.Info("shutting down", zap.Duration("grace", f.grace))
 	graceCtx, cancel := context.WithTimeout(context.Background(), f.grace)
 	px.Drain(graceCtx)
