@@ -63,6 +63,7 @@ fuzz: ## run every fuzz target for FUZZ_TIME each
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_TIME) ./router
 	$(GO) test -run '^$$' -fuzz '^FuzzStartup$$' -fuzztime $(FUZZ_TIME) ./proxy
 	$(GO) test -run '^$$' -fuzz '^FuzzSCRAM$$' -fuzztime $(FUZZ_TIME) ./proxy
+	$(GO) test -run '^$$' -fuzz '^FuzzReceive$$' -fuzztime $(FUZZ_TIME) ./branches/seedcopy
 
 lint: ## gofmt, go vet, staticcheck when installed, actionlint on action.yml and examples/github
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
