@@ -29,6 +29,9 @@ func TestBindPairFromBeforeTheID(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cat.Close()
+			if err := cat.AddSource(ctx, catalog.Source{Name: "s", Kind: "empty"}); err != nil {
+				t.Fatal(err)
+			}
 			id, err := cat.InsertBranch(ctx, catalog.Branch{Source: "s", Name: "b", State: catalog.Stopped, CreatedAt: time.Now()}, "test")
 			if err != nil {
 				t.Fatal(err)

@@ -162,8 +162,13 @@ func (m *Manager) create(ctx context.Context, b *branch, reason string) (err err
 	m.mu.Unlock()
 	rec.State, rec.CreatedAt, rec.StateAt, rec.LastUsedAt = catalog.Creating, m.now(), m.now(), m.now()
 	id, err := m.cat.InsertBranch(context.WithoutCancel(ctx), rec, reason)
-	if errors.Is(err, catalog.ErrExists) {
+	switch {
+	case errors.Is(err, catalog.ErrExists):
 		err = fmt.Errorf("%w (on another node): %w", ErrExists, err) // two nodes raced for the name
+	case errors.Is(err, catalog.ErrNoSource):
+		// The source was removed (on another node, whose removal this insert waited
+		// for): the client is told of an unknown source, as for one never added.
+		err = fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
 	if err != nil {
 		m.forget(b)

@@ -24,6 +24,20 @@ func newUnitManager(t *testing.T, fps string) *Manager {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cat.Close() })
+	// The source of the branches the tests record (addStopped), with a ready
+	// seed, whose id is 1, so that reconcile keeps it.
+	ctx := context.Background()
+	if err := cat.AddSource(ctx, catalog.Source{Name: "s", Kind: "empty"}); err != nil {
+		t.Fatal(err)
+	}
+	sd, err := cat.AddSeed(ctx, catalog.Seed{Source: "s", Dir: filepath.Join(dir, "seeds", "s", "1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd.State = catalog.SeedReady
+	if err := cat.UpdateSeed(ctx, sd); err != nil {
+		t.Fatal(err)
+	}
 	set, err := failpoint.Parse(fps)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -39,6 +40,15 @@ func TestClassifyNameTakenElsewhere(t *testing.T) {
 func TestClassifyLayerMissing(t *testing.T) {
 	err := fmt.Errorf("start: %w: /var/lib/x/seeds/app/g1/data", branches.ErrLayerMissing)
 	if ce := classify(err); ce.code != "57P03" || ce.id != "" || ce.detail != "" {
+		t.Fatalf("classified as %+v", ce)
+	}
+}
+
+// A branch of a source removed meanwhile (on another node) is refused as of an
+// unknown source: 3D000, not an internal error.
+func TestClassifySourceRemoved(t *testing.T) {
+	err := fmt.Errorf("record new branch: %w: %w", branches.ErrNotFound, errors.New(`branch "x" of source "s": no such source`))
+	if ce := classify(err); ce.code != "3D000" || ce.id != "" {
 		t.Fatalf("classified as %+v", ce)
 	}
 }

@@ -1,6 +1,7 @@
 package catalog_test
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 
@@ -47,4 +48,15 @@ func (bk backend) open(t testing.TB) (*catalog.Catalog, string) {
 		t.Fatalf("Open(%s) is a %s catalog, want %s", catalog.Redact(dsn), got, bk.name)
 	}
 	return c, dsn
+}
+
+// addSources records sources of the names given, of kind empty: a branch row
+// needs its source (InsertBranch refuses one of a source not recorded).
+func addSources(t testing.TB, c *catalog.Catalog, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if err := c.AddSource(context.Background(), catalog.Source{Name: name, Kind: "empty"}); err != nil {
+			t.Fatalf("AddSource(%s): %v", name, err)
+		}
+	}
 }

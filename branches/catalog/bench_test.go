@@ -27,6 +27,7 @@ func BenchmarkBranchLife(b *testing.B) {
 func benchBranchLife(b *testing.B, bk backend, fenced bool) {
 	ctx := context.Background()
 	c, _ := bk.open(b)
+	addSources(b, c, "a")
 	if fenced {
 		if _, err := c.Register(ctx, "n1", "", time.Minute); err != nil {
 			b.Fatal(err)
@@ -79,6 +80,7 @@ func BenchmarkBranches(b *testing.B) {
 		b.Run(bk.name, func(b *testing.B) {
 			ctx := context.Background()
 			c, _ := bk.open(b)
+			addSources(b, c, "a")
 			for i := range 100 {
 				if _, err := c.InsertBranch(ctx, fullBranch("a", fmt.Sprintf("b%d", i)), "create"); err != nil {
 					b.Fatal(err)

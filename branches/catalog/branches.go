@@ -77,7 +77,10 @@ func scanBranch(sc interface{ Scan(...any) error }) (Branch, error) {
 }
 
 // InsertBranch records a new branch (normally in state Creating) and returns its ID.
-// It fails with ErrExists if the source already has a branch of that name. Once
+// It fails with ErrExists if the source already has a branch of that name, and
+// with ErrNoSource if the source is not recorded (removed meanwhile, perhaps by
+// another node: DeleteSource and InsertBranch are ordered by the source's lock, and
+// the insert checks the source in its own statement). Once
 // this process has registered as a node, the row is the node's, and the insert
 // happens only while the registration is the node's and the node is active
 // (nodeFence); otherwise it fails with ErrNodeLost or ErrFenced.
@@ -94,23 +97,22 @@ func (c *Catalog) InsertBranch(ctx context.Context, b Branch, reason string) (_ 
 		if err := c.d.lockSource(ctx, tx.tx, b.Source, false); err != nil {
 			return err
 		}
-		// INSERT ... SELECT, not VALUES, so that the fence is in the statement.
+		// INSERT ... SELECT, not VALUES, so that the source's existence and the
+		// fence are in the statement.
 		err := tx.queryRow(ctx, `INSERT INTO branches (source, name, seed_id, parent, layers, state, cow_mode, pid,
 			ttl_ns, ephemeral, quota, roles, owned_bytes, create_ms, error, created_at, last_used_at, state_at, databases, pooled,
 			node_id, node_epoch)
-			SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE 1 = 1`+cond+` RETURNING id`,
+			SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+			WHERE EXISTS (SELECT 1 FROM sources WHERE name = ?)`+cond+` RETURNING id`,
 			append([]any{b.Source, b.Name, b.SeedID, b.Parent, joinList(b.Layers), b.State, b.CowMode, b.PID,
 				int64(b.TTL), b.Ephemeral, b.Quota, b.Roles, b.OwnedBytes, b.CreateMS, b.Error,
 				unixNano(b.CreatedAt), unixNano(b.LastUsedAt), unixNano(b.StateAt), joinList(b.Databases), b.Pooled,
-				node, epoch}, args...)...).Scan(&id)
+				node, epoch, b.Source}, args...)...).Scan(&id)
 		if c.d.isUnique(err) {
 			return fmt.Errorf("branch %q of source %q: %w", b.Name, b.Source, ErrExists)
 		}
-		if errors.Is(err, sql.ErrNoRows) && cond != "" {
-			if ferr := c.fenced(ctx, tx, true, 0, b.Name); ferr != nil {
-				return ferr
-			}
-			return fmt.Errorf("branch %q: the node took no new branch: %w", b.Name, ErrFenced)
+		if errors.Is(err, sql.ErrNoRows) {
+			return c.insertRefused(ctx, tx, b, cond != "")
 		}
 		if err != nil {
 			return err
@@ -118,6 +120,28 @@ func (c *Catalog) InsertBranch(ctx context.Context, b Branch, reason string) (_ 
 		return logTransition(ctx, tx, b, "", b.State, reason)
 	})
 	return id, err
+}
+
+// insertRefused explains an InsertBranch that inserted no row: the node's
+// registration (fenced, when fenced is set) or the source's absence. The
+// source's lock, held by tx, keeps the answer what it was for the insert.
+func (c *Catalog) insertRefused(ctx context.Context, tx sqlTx, b Branch, fenced bool) error {
+	if fenced {
+		if ferr := c.fenced(ctx, tx, true, 0, b.Name); ferr != nil {
+			return ferr
+		}
+	}
+	var n int
+	if err := tx.queryRow(ctx, `SELECT count(*) FROM sources WHERE name = ?`, b.Source).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("branch %q of source %q: %w", b.Name, b.Source, ErrNoSource)
+	}
+	if !fenced {
+		return fmt.Errorf("branch %q: the insert took no row", b.Name)
+	}
+	return fmt.Errorf("branch %q: the node took no new branch: %w", b.Name, ErrFenced)
 }
 
 // UpdateBranch writes every mutable field of b and, when its state differs from the

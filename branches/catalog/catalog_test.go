@@ -263,6 +263,7 @@ func TestBranchRoundTrip(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
 				c, _ := bk.open(t)
+				addSources(t, c, "a")
 				id, err := c.InsertBranch(ctx, tc.b, "test")
 				if err != nil {
 					t.Fatalf("InsertBranch: %v", err)
@@ -289,6 +290,7 @@ func TestUpdateBranch(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk backend) {
 		ctx := context.Background()
 		c, _ := bk.open(t)
+		addSources(t, c, "a")
 		b := fullBranch("a", "feature")
 		id, err := c.InsertBranch(ctx, b, "create")
 		if err != nil {
@@ -337,6 +339,7 @@ func TestInsertBranchDuplicate(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk backend) {
 		ctx := context.Background()
 		c, _ := bk.open(t)
+		addSources(t, c, "a", "b")
 		tests := []struct {
 			source, name string
 			wantExists   bool
@@ -380,6 +383,7 @@ func TestTransitions(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk backend) {
 		ctx := context.Background()
 		c, _ := bk.open(t)
+		addSources(t, c, "a")
 		b := catalog.Branch{Source: "a", Name: "f", State: catalog.Creating}
 		id, err := c.InsertBranch(ctx, b, "create")
 		if err != nil {
@@ -458,6 +462,7 @@ func TestTouch(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk backend) {
 		ctx := context.Background()
 		c, _ := bk.open(t)
+		addSources(t, c, "a")
 		ids := map[string]int64{}
 		for _, n := range []string{"x", "y", "z"} {
 			id, err := c.InsertBranch(ctx, catalog.Branch{Source: "a", Name: n, State: catalog.Running, LastUsedAt: at(0)}, "")
@@ -566,6 +571,7 @@ func TestConcurrentUse(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk backend) {
 		ctx := context.Background()
 		c, _ := bk.open(t)
+		addSources(t, c, "a")
 		const n = 8
 		errc := make(chan error, 2*n)
 		for i := range n {
@@ -668,6 +674,7 @@ func TestFreeTextStored(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk backend) {
 		ctx := context.Background()
 		c, _ := bk.open(t)
+		addSources(t, c, "a")
 		dirty, clean := "bad\x00 byte \xff\xfe end", "bad byte \uFFFD end"
 		b := catalog.Branch{Source: "a", Name: "b", State: catalog.Creating, Error: dirty}
 		id, err := c.InsertBranch(ctx, b, "create: "+dirty)

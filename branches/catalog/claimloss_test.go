@@ -170,6 +170,7 @@ func TestClaimCommitLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	addSources(t, c, "a")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	member := func(name string) int64 {

@@ -58,6 +58,7 @@ func TestConcurrentClaims(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk backend) {
 		ctx := context.Background()
 		c, _ := bk.open(t)
+		addSources(t, c, "a")
 		id, err := c.InsertBranch(ctx, catalog.Branch{Source: "a", Name: "_pool-1", State: catalog.Running, Pooled: true}, "warm pool")
 		if err != nil {
 			t.Fatal(err)
@@ -122,6 +123,7 @@ func TestConcurrentUpdates(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk backend) {
 		ctx := context.Background()
 		c, _ := bk.open(t)
+		addSources(t, c, "a")
 		b := catalog.Branch{Source: "a", Name: "f", State: catalog.Creating}
 		id, err := c.InsertBranch(ctx, b, "create")
 		if err != nil {
@@ -199,6 +201,7 @@ func TestConcurrentJanitors(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk backend) {
 		ctx := context.Background()
 		c, dsn := bk.open(t)
+		addSources(t, c, "a")
 		gone := openAgain(t, dsn)
 		if _, err := gone.Register(ctx, "gone", "", -time.Hour); err != nil {
 			t.Fatal(err)

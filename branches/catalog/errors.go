@@ -14,6 +14,11 @@ var ErrExists = errors.New("already exists")
 // ErrNotEmpty is returned by Copy when the destination catalog already has rows.
 var ErrNotEmpty = errors.New("catalog is not empty")
 
+// ErrNoSource is returned (wrapped) by InsertBranch when the branch's source is
+// not recorded: it was never added, or it was removed (DeleteSource, perhaps on
+// another node) before the branch could be.
+var ErrNoSource = errors.New("no such source")
+
 // ErrSourceHasBranches is returned by DeleteSource when other nodes have branches
 // of the source: its seed rows would go from under them.
 var ErrSourceHasBranches = errors.New("the source has branches on other nodes")

@@ -18,6 +18,7 @@ func TestFenceReadsNodeRow(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk backend) {
 		ctx := context.Background()
 		c, dsn := bk.open(t)
+		addSources(t, c, "a")
 		if _, err := c.Register(ctx, "n1", "", time.Hour); err != nil {
 			t.Fatal(err)
 		}
@@ -80,6 +81,7 @@ func TestLostRowIsErrLost(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk backend) {
 		ctx := context.Background()
 		c, dsn := bk.open(t)
+		addSources(t, c, "a")
 		if _, err := c.Register(ctx, "n1", "", -time.Hour); err != nil {
 			t.Fatal(err)
 		}
@@ -124,6 +126,7 @@ func TestFenceWaitsForRegistration(t *testing.T) {
 	defer cancel()
 	dsn := catalog.TestPostgresDSN(t)
 	c := openAgain(t, dsn)
+	addSources(t, c, "a")
 	if _, err := c.Register(ctx, "n1", "", time.Hour); err != nil {
 		t.Fatal(err)
 	}

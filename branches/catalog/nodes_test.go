@@ -57,6 +57,7 @@ func TestRegister(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk backend) {
 		ctx := context.Background()
 		c, dsn := bk.open(t)
+		addSources(t, c, "a")
 		old := catalog.Branch{Source: "a", Name: "old", State: catalog.Running}
 		var err error
 		if old.ID, err = c.InsertBranch(ctx, old, "before nodes"); err != nil {
@@ -117,6 +118,7 @@ func TestHeartbeat(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk backend) {
 		ctx := context.Background()
 		c, dsn := bk.open(t)
+		addSources(t, c, "a")
 		if _, err := c.Register(ctx, "n1", "", time.Second); err != nil {
 			t.Fatal(err)
 		}
@@ -161,6 +163,7 @@ func TestFencedUpdate(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk backend) {
 		ctx := context.Background()
 		stale, dsn := bk.open(t)
+		addSources(t, stale, "a")
 		if _, err := stale.Register(ctx, "n1", "", time.Hour); err != nil {
 			t.Fatal(err)
 		}
@@ -217,6 +220,7 @@ func TestJanitor(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk backend) {
 		ctx := context.Background()
 		c, dsn := bk.open(t)
+		addSources(t, c, "a")
 		// Both leases ran out an hour ago.
 		if _, err := c.Register(ctx, "me", "", -time.Hour); err != nil {
 			t.Fatal(err)

@@ -34,6 +34,7 @@ func testPostgresOutage(t *testing.T, how string) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	addSources(t, c, "a")
 	insert := func(name string) error {
 		_, err := c.InsertBranch(ctx, catalog.Branch{Source: "a", Name: name, State: catalog.Creating}, "create")
 		return err

@@ -72,6 +72,7 @@ func testOwnAcrossRestart(t *testing.T, how string) {
 		t.Fatal(err)
 	}
 	defer first.Close()
+	addSources(t, first, "a")
 	second, err := catalog.Open(url)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ func TestClaimBranch(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk backend) {
 		ctx := context.Background()
 		c, _ := bk.open(t)
+		addSources(t, c, "a")
 		member, err := c.InsertBranch(ctx, catalog.Branch{Source: "a", Name: "_pool-1", State: catalog.Running, Pooled: true}, "warm pool")
 		if err != nil {
 			t.Fatal(err)

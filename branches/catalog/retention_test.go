@@ -16,6 +16,7 @@ func TestPrune(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk backend) {
 		ctx := context.Background()
 		c, _ := bk.open(t)
+		addSources(t, c, "s")
 		const old = 2500 // more than two batches
 		for i := range old {
 			if err := c.AppendAudit(ctx, catalog.AuditEntry{At: at(1), Actor: "local", Action: fmt.Sprintf("a%d", i), Result: "ok"}); err != nil {

@@ -15,6 +15,7 @@ func TestRouteOf(t *testing.T) {
 	eachBackend(t, func(t *testing.T, bk backend) {
 		ctx := context.Background()
 		c, dsn := bk.open(t)
+		addSources(t, c, "a")
 		if _, err := c.InsertBranch(ctx, catalog.Branch{Source: "a", Name: "orphan", State: catalog.Stopped}, "test"); err != nil {
 			t.Fatal(err)
 		}

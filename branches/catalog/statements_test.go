@@ -131,6 +131,7 @@ func TestFenceSendsNoStatement(t *testing.T) {
 	for _, fenced := range []bool{false, true} {
 		dsn, r := relayDSN(t, catalog.TestPostgresDSN(t))
 		c := openAgain(t, dsn)
+		addSources(t, c, "a")
 		if fenced {
 			if _, err := c.Register(ctx, "n1", "", time.Hour); err != nil {
 				t.Fatal(err)

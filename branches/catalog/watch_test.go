@@ -15,6 +15,7 @@ import (
 // that anything may have changed when it starts.
 func TestWatchRoutes(t *testing.T) {
 	c, dsn := backends[1].open(t)
+	addSources(t, c, "app")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := c.NotifyRoutes(ctx); err != nil {
