@@ -130,13 +130,21 @@ func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, er
 // recreate makes a lost branch anew from its source's seed: a client asking for
 // an ephemeral branch, or for a reset, wants the seed's data, which it gets on a
 // live node. The lost row (its data was on the dead node) is removed, which any
-// process may do, and the new branch is placed as a new name is; the client is
-// told with a NOTICE.
+// process may do, by its id while it is still lost, and the new branch is placed
+// as a new name is; the client is told with a NOTICE. A lost row another process
+// removed first is gone all the same; a row of that id that is no longer lost is
+// not the one read, and the client is asked to try again.
 func (b *Branches) recreate(ctx context.Context, lost catalog.Branch, source, name string, opts router.Options) (proxy.Lease, error) {
-	if err := b.cat.DeleteBranch(ctx, lost, "recreated: its node was lost"); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+	err := b.cat.DeleteBranch(ctx, lost, "recreated: its node was lost")
+	b.cache.forget(routeKey{source, name})
+	switch {
+	case err == nil, errors.Is(err, catalog.ErrNotFound):
+	case errors.Is(err, catalog.ErrFenced):
+		return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch changed while it was being made again",
+			Hint: "try again in a moment", Err: err}
+	default:
 		return nil, catalogError(err)
 	}
-	b.cache.forget(routeKey{source, name})
 	node, addr, err := b.place(ctx, source, name)
 	if err != nil {
 		return nil, err

@@ -250,4 +250,42 @@ func TestRecreateLost(t *testing.T) {
 	}
 }
 
+// TestRecreateLostChanged: a lost row that another process removed, and whose id
+// a new branch of the name was given meanwhile (SQLite reuses a freed id), is not
+// deleted by a recreate that read it lost: the new branch is kept and the client
+// is asked to try again.
+func TestRecreateLostChanged(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	gone := r.node("gone", "10.0.0.8:1", time.Hour, 0)
+	if _, err := gone.InsertBranch(ctx, catalog.Branch{Source: "app", Name: "eph", State: catalog.Running}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gone.Register(ctx, "gone", "10.0.0.8:1", -time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.cat.Janitor(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	read, err := r.cat.RouteOf(ctx, "app", "eph")
+	if err != nil || read.Branch.State != catalog.Lost {
+		t.Fatalf("route of the lost branch: %+v, %v", read.Branch, err)
+	}
+	live := r.node("live", "10.0.0.9:1", time.Hour, 0)
+	if err := live.DeleteBranch(ctx, read.Branch, "destroyed"); err != nil {
+		t.Fatal(err)
+	}
+	id, err := live.InsertBranch(ctx, catalog.Branch{Source: "app", Name: "eph", State: catalog.Running}, "test")
+	if err != nil || id != read.Branch.ID {
+		t.Fatalf("the new branch got id %d (%v), want the freed id %d", id, err, read.Branch.ID)
+	}
+	b := New(r.cat, nil)
+	if _, err := b.recreate(ctx, read.Branch, "app", "eph", router.Options{Ephemeral: true}); codeOf(err) != "57P03" {
+		t.Fatalf("recreate of a lost row that changed: %v, want 57P03", err)
+	}
+	if got, _ := r.cat.RouteOf(ctx, "app", "eph"); got.Branch.ID != id || got.Branch.State != catalog.Running {
+		t.Fatalf("the new branch is %+v, want it kept", got.Branch)
+	}
+}
+
 func (l *lease) RouteParamsHave(k string) bool { _, ok := l.RouteParams()[k]; return ok }

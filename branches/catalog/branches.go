@@ -179,7 +179,11 @@ func (c *Catalog) UpdateBranch(ctx context.Context, b Branch, reason string) (er
 
 // DeleteBranch removes a branch row and logs its end. Like UpdateBranch it is
 // fenced once this process has registered, except that any live registration of
-// any node may delete a row declared lost.
+// any node may delete a row declared lost. A row b says is lost (b.State is
+// Lost), whoever deletes it, a front included, is deleted by its id only while
+// it is still lost, in the statement itself: a row that changed meanwhile (its id
+// given to a new branch, which SQLite does once the row is gone) is not deleted,
+// and the call fails with ErrFenced (or ErrNotFound when no row has the id).
 func (c *Catalog) DeleteBranch(ctx context.Context, b Branch, reason string) (err error) {
 	defer c.check(&err)
 	me := c.node.Load()
@@ -187,7 +191,10 @@ func (c *Catalog) DeleteBranch(ctx context.Context, b Branch, reason string) (er
 	if err != nil {
 		return err
 	}
-	if cond != "" {
+	switch {
+	case b.State == Lost:
+		cond = ` AND state = '` + string(Lost) + `'` + cond
+	case cond != "":
 		cond = ` AND (state = '` + string(Lost) + `' OR (1 = 1` + ownedCond + `))` + cond
 		args = append([]any{me.id, me.epoch}, args...)
 	}
@@ -196,14 +203,31 @@ func (c *Catalog) DeleteBranch(ctx context.Context, b Branch, reason string) (er
 		if err != nil {
 			return err
 		}
-		if n, _ := res.RowsAffected(); n == 0 && cond != "" {
+		n, _ := res.RowsAffected()
+		switch {
+		case n == 0 && b.State == Lost:
+			return c.notLost(ctx, tx, b)
+		case n == 0 && cond != "":
 			return c.fenced(ctx, tx, false, b.ID, b.Name)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
+		case n == 0:
 			return fmt.Errorf("branch %q: %w", b.Name, ErrNotFound)
 		}
 		return logTransition(ctx, tx, b, b.State, "gone", reason)
 	})
+}
+
+// notLost explains a delete of a lost row that deleted nothing: this process's
+// registration is gone (ErrNodeLost), no row has the id (ErrNotFound), or the row
+// of that id is not lost (ErrFenced): not the row the caller saw.
+func (c *Catalog) notLost(ctx context.Context, tx sqlTx, b Branch) error {
+	if err := c.nodeRefusal(ctx, tx, false); err != nil {
+		return err
+	}
+	var state State
+	if err := tx.queryRow(ctx, `SELECT state FROM branches WHERE id = ?`, b.ID).Scan(&state); err != nil {
+		return noRows(err, fmt.Sprintf("branch %q", b.Name))
+	}
+	return fmt.Errorf("branch %q: the row of id %d is %s, no longer the lost one: %w", b.Name, b.ID, state, ErrFenced)
 }
 
 // Branches lists every branch, by source and name.
