@@ -36,7 +36,11 @@ type Branches struct {
 	cat       *catalog.Catalog
 	dial      Dialer
 	cache     routeCache
-	ownerWait time.Duration // how long an owner that is away is waited for (ownerRetry)
+	ownerWait time.Duration // how long an owner that is away is waited for, connects included (ownerRetry)
+	pollEvery time.Duration // how often the route of a branch whose owner is away is read (pollEvery)
+	polls     ownerPolls
+	// ownerRead reads a route for awaitOwner: the catalog's RouteOf.
+	ownerRead func(ctx context.Context, source, name string) (catalog.Route, error)
 
 	mu      sync.Mutex
 	sources []sourceSeed
@@ -50,7 +54,7 @@ func New(cat *catalog.Catalog, dial Dialer) *Branches {
 		var d net.Dialer
 		dial = func(ctx context.Context, _, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 	}
-	return &Branches{cat: cat, dial: dial, ownerWait: ownerRetry}
+	return &Branches{cat: cat, dial: dial, ownerWait: ownerRetry, pollEvery: pollEvery, ownerRead: cat.RouteOf}
 }
 
 // Roles returns the login roles of the route's branch, of its parent for a new
@@ -80,8 +84,11 @@ func (b *Branches) Roles(ctx context.Context, r router.Route) (roles.Set, error)
 
 // Acquire finds the node that serves the route's branch: its owner, the owner of
 // its parent for a new branch of a branch, else the live node place picks. The
-// node counts the session; the lease only connects to it.
+// node counts the session; the lease only connects to it. An owner that is away
+// is waited for, and then connected to, until one deadline, b.ownerWait after
+// Acquire began.
 func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, error) {
+	deadline := time.Now().Add(b.ownerWait)
 	src, err := b.resolve(ctx, r)
 	if err != nil {
 		return nil, err
@@ -106,24 +113,24 @@ func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, er
 		if err != nil {
 			return nil, err
 		}
-		return &lease{node: node, addr: addr, opts: opts, dial: b.dial, wait: b.ownerWait}, nil
+		return &lease{node: node, addr: addr, opts: opts, dial: b.dial, deadline: deadline}, nil
 	}
 	if rt.Branch.State == catalog.Lost {
 		if k.branch == r.Branch && (r.Options.Ephemeral || r.Options.Reset) {
-			return b.recreate(ctx, rt.Branch, src.name, r.Branch, opts)
+			return b.recreate(ctx, rt.Branch, src.name, r.Branch, opts, deadline)
 		}
 		return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch was on a lost node",
 			Hint: "its node was declared dead; destroy the branch (pgbranchproxy branch destroy) to use the name again"}
 	}
-	if rt.NodeID != "" && rt.NodeState != catalog.NodeDead && (!rt.NodeLive || rt.NodeAddr == "") {
-		rt = b.awaitOwner(ctx, k, rt)
+	if rt.NodeID != "" && waiting(rt) {
+		rt = b.awaitOwner(ctx, k, rt, deadline)
 	}
 	if rt.NodeAddr == "" || rt.NodeState == catalog.NodeDead || !rt.NodeLive {
 		return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch's node is not serving",
 			Hint: "the node that holds the branch has not renewed its lease; try again when it is back",
 			Err:  fmt.Errorf("node %s at %q, %s, lease live %v", rt.NodeID, rt.NodeAddr, rt.NodeState, rt.NodeLive)}
 	}
-	return &lease{node: rt.NodeID, addr: rt.NodeAddr, opts: opts, dial: b.dial, wait: b.ownerWait,
+	return &lease{node: rt.NodeID, addr: rt.NodeAddr, opts: opts, dial: b.dial, deadline: deadline,
 		unreachable: func() { b.cache.forget(k) }}, nil
 }
 
@@ -134,7 +141,7 @@ func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, er
 // as a new name is; the client is told with a NOTICE. A lost row another process
 // removed first is gone all the same; a row of that id that is no longer lost is
 // not the one read, and the client is asked to try again.
-func (b *Branches) recreate(ctx context.Context, lost catalog.Branch, source, name string, opts router.Options) (proxy.Lease, error) {
+func (b *Branches) recreate(ctx context.Context, lost catalog.Branch, source, name string, opts router.Options, deadline time.Time) (proxy.Lease, error) {
 	err := b.cat.DeleteBranch(ctx, lost, "recreated: its node was lost")
 	b.cache.forget(routeKey{source, name})
 	switch {
@@ -149,30 +156,8 @@ func (b *Branches) recreate(ctx context.Context, lost catalog.Branch, source, na
 	if err != nil {
 		return nil, err
 	}
-	return &noticeLease{lease: lease{node: node, addr: addr, opts: opts, dial: b.dial, wait: b.ownerWait},
+	return &noticeLease{lease: lease{node: node, addr: addr, opts: opts, dial: b.dial, deadline: deadline},
 		notices: []string{"branch " + name + " was on a node that was lost; it was made again from its source's seed"}}, nil
-}
-
-// awaitOwner reads the route of k again until its node's lease runs again and
-// it has an address (a node registers before it listens), for up to
-// b.ownerWait: a node that restarts (a new process, a pod restart) is back
-// within that time, and its clients wait for it rather than fail. It returns the
-// last route read.
-func (b *Branches) awaitOwner(ctx context.Context, k routeKey, rt catalog.Route) catalog.Route {
-	deadline := time.Now().Add(b.ownerWait)
-	for (!rt.NodeLive || rt.NodeAddr == "") && rt.NodeState != catalog.NodeDead && time.Now().Before(deadline) {
-		select {
-		case <-ctx.Done():
-			return rt
-		case <-time.After(250 * time.Millisecond):
-		}
-		next, err := b.cat.RouteOf(ctx, k.source, k.branch)
-		if err != nil || next.Branch.ID != rt.Branch.ID {
-			return rt
-		}
-		rt = next
-	}
-	return rt
 }
 
 // catalogError is what a client is told when the catalog failed.

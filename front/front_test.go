@@ -280,7 +280,7 @@ func TestRecreateLostChanged(t *testing.T) {
 		t.Fatalf("the new branch got id %d (%v), want the freed id %d", id, err, read.Branch.ID)
 	}
 	b := New(r.cat, nil)
-	if _, err := b.recreate(ctx, read.Branch, "app", "eph", router.Options{Ephemeral: true}); codeOf(err) != "57P03" {
+	if _, err := b.recreate(ctx, read.Branch, "app", "eph", router.Options{Ephemeral: true}, time.Now().Add(b.ownerWait)); codeOf(err) != "57P03" {
 		t.Fatalf("recreate of a lost row that changed: %v, want 57P03", err)
 	}
 	if got, _ := r.cat.RouteOf(ctx, "app", "eph"); got.Branch.ID != id || got.Branch.State != catalog.Running {

@@ -20,8 +20,8 @@ type lease struct {
 	addr        string
 	opts        router.Options // the route's, with the source the front resolved
 	dial        Dialer
-	wait        time.Duration // how long a node that refuses connections is tried again
-	unreachable func()        // called when the node does not answer; nil: nothing to do
+	deadline    time.Time // until when a node that is away is tried again (Acquire's deadline)
+	unreachable func()    // called when the node does not answer; nil: nothing to do
 }
 
 // dialTimeout bounds one connect to a node: one that is cut off is given up in
@@ -30,19 +30,24 @@ const dialTimeout = 5 * time.Second
 
 // ownerRetry is how long a node that is away (refuses connections, or its lease
 // ran out) is waited for: one restarting (a new process, a pod restart) is back
-// within it, and its clients wait instead of failing.
+// within it, and its clients wait instead of failing. It bounds the whole wait of
+// a session, for the node's lease (awaitOwner) and for its connect (Dial).
 const ownerRetry = 10 * time.Second
 
 var _ proxy.RouteForwarder = (*lease)(nil)
 
-// Dial connects to the node, trying again for l.wait while it is not
-// reachable; the proxy then starts the session there with the route in its
-// startup parameters (RouteParams). A cancel request goes the same way, and the
-// node forwards it to the branch's server.
+// Dial connects to the node, trying again until l.deadline while it is not
+// reachable, each connect bounded by dialTimeout and by l.deadline; the proxy
+// then starts the session there with the route in its startup parameters
+// (RouteParams). A cancel request goes the same way, and the node forwards it
+// to the branch's server.
 func (l *lease) Dial(ctx context.Context) (net.Conn, error) {
-	deadline := time.Now().Add(l.wait)
 	for {
-		dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+		end := time.Now().Add(dialTimeout)
+		if l.deadline.Before(end) {
+			end = l.deadline
+		}
+		dctx, cancel := context.WithDeadline(ctx, end)
 		c, err := l.dial(dctx, l.node, l.addr)
 		cancel()
 		if err == nil {
@@ -54,17 +59,20 @@ func (l *lease) Dial(ctx context.Context) (net.Conn, error) {
 			return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch's node refused the front",
 				Hint: "the front and the node do not agree on the cluster's certificates; see the front's log", Err: err}
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		wait := min(200*time.Millisecond, time.Until(l.deadline))
+		if wait <= 0 || ctx.Err() != nil {
 			if l.unreachable != nil && ctx.Err() == nil {
 				l.unreachable() // not when the client's own deadline ran out
 			}
 			return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch's node is not reachable",
 				Hint: "try again in a moment", Err: err}
 		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
+		case <-t.C:
 		}
+		t.Stop()
 	}
 }
 

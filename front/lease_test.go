@@ -17,7 +17,7 @@ import (
 // expect) is given up at once, with a message that says so.
 func TestLeaseDialRetries(t *testing.T) {
 	tries := 0
-	refused := &lease{node: "n", addr: "a", wait: 600 * time.Millisecond,
+	refused := &lease{node: "n", addr: "a", deadline: time.Now().Add(600 * time.Millisecond),
 		dial: func(context.Context, string, string) (net.Conn, error) {
 			tries++
 			return nil, fmt.Errorf("dial tcp a: %w", syscall.ECONNREFUSED)
@@ -28,7 +28,7 @@ func TestLeaseDialRetries(t *testing.T) {
 		t.Fatalf("an away node: %v after %d tries, want it tried again and then not reachable", err, tries)
 	}
 	tries = 0
-	wrongCert := &lease{node: "n", addr: "a", wait: time.Hour,
+	wrongCert := &lease{node: "n", addr: "a", deadline: time.Now().Add(time.Hour),
 		dial: func(context.Context, string, string) (net.Conn, error) {
 			tries++
 			return nil, errors.New(`node "n": the peer is node "m", not "n"`)
