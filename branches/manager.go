@@ -112,6 +112,7 @@ type Manager struct {
 	forks      forkState                     // fork_stopped.go
 
 	proxyAddr atomic.Pointer[string] // where clients connect, for connection strings
+	peerAddr  atomic.Pointer[string] // where other nodes fetch this node's seeds
 	lock      *os.File               // the state directory's lock (statelock.go)
 	disown    func()                 // gives up the catalog (catalog.Own)
 }

@@ -75,7 +75,7 @@ func (m *Manager) beat(ctx context.Context, failing bool) bool {
 	}
 	bctx, cancel := context.WithTimeout(ctx, NodeTTL/3)
 	defer cancel()
-	err := m.cat.Heartbeat(bctx, m.ProxyAddr(), NodeTTL, m.load())
+	err := m.cat.Heartbeat(bctx, m.ProxyAddr(), m.PeerAddr(), NodeTTL, m.load())
 	switch {
 	case errors.Is(err, catalog.ErrNodeLost):
 		return false // leaveNode logs it

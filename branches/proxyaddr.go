@@ -15,3 +15,18 @@ func (m *Manager) ProxyAddr() string {
 	}
 	return ""
 }
+
+// SetPeerAddr records where other nodes fetch this node's seeds (the peer
+// listener), which the heartbeat writes into the catalog. Safe for concurrent use.
+func (m *Manager) SetPeerAddr(addr string) {
+	m.peerAddr.Store(&addr)
+	m.kickHeartbeat()
+}
+
+// PeerAddr is the address given to SetPeerAddr, or "".
+func (m *Manager) PeerAddr() string {
+	if p := m.peerAddr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}

@@ -24,7 +24,7 @@ func TestAwaitOwnerSharesPoll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := n.Heartbeat(ctx, "10.0.0.5:1", -time.Second, catalog.Load{}); err != nil {
+	if err := n.Heartbeat(ctx, "10.0.0.5:1", "", -time.Second, catalog.Load{}); err != nil {
 		t.Fatal(err)
 	}
 	const clients, back = 16, 3
@@ -47,7 +47,7 @@ func TestAwaitOwnerSharesPoll(t *testing.T) {
 				time.Sleep(time.Millisecond)
 			}
 		case back:
-			if err := n.Heartbeat(ctx, "10.0.0.5:1", time.Hour, catalog.Load{}); err != nil {
+			if err := n.Heartbeat(ctx, "10.0.0.5:1", "", time.Hour, catalog.Load{}); err != nil {
 				return catalog.Route{}, err
 			}
 		}
@@ -85,13 +85,13 @@ func TestAcquireOneDeadline(t *testing.T) {
 	if _, err := n.InsertBranch(ctx, catalog.Branch{Source: "app", Name: "b1", State: catalog.Running}, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.Heartbeat(ctx, "10.0.0.5:1", -time.Second, catalog.Load{}); err != nil {
+	if err := n.Heartbeat(ctx, "10.0.0.5:1", "", -time.Second, catalog.Load{}); err != nil {
 		t.Fatal(err)
 	}
 	b := New(r.cat, nil)
 	b.ownerWait, b.pollEvery = time.Minute, 10*time.Millisecond
 	b.ownerRead = func(ctx context.Context, source, name string) (catalog.Route, error) {
-		if err := n.Heartbeat(ctx, "10.0.0.5:1", time.Hour, catalog.Load{}); err != nil {
+		if err := n.Heartbeat(ctx, "10.0.0.5:1", "", time.Hour, catalog.Load{}); err != nil {
 			return catalog.Route{}, err
 		}
 		return r.cat.RouteOf(ctx, source, name)

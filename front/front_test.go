@@ -59,7 +59,7 @@ func (r *rig) node(id, addr string, ttl time.Duration, running int) *catalog.Cat
 		r.t.Fatal(err)
 	}
 	if ttl > 0 {
-		if err := c.Heartbeat(ctx, addr, ttl, catalog.Load{Running: running}); err != nil {
+		if err := c.Heartbeat(ctx, addr, "", ttl, catalog.Load{Running: running}); err != nil {
 			r.t.Fatal(err)
 		}
 	}
@@ -198,14 +198,14 @@ func TestAwaitOwner(t *testing.T) {
 	if _, err := n.InsertBranch(ctx, catalog.Branch{Source: "app", Name: "b1", State: catalog.Running}, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.Heartbeat(ctx, "10.0.0.5:1", -time.Second, catalog.Load{}); err != nil {
+	if err := n.Heartbeat(ctx, "10.0.0.5:1", "", -time.Second, catalog.Load{}); err != nil {
 		t.Fatal(err)
 	}
 	b := New(r.cat, nil)
 	b.ownerWait = 10 * time.Second
 	go func() {
 		time.Sleep(300 * time.Millisecond)
-		n.Heartbeat(ctx, "10.0.0.5:1", time.Hour, catalog.Load{})
+		n.Heartbeat(ctx, "10.0.0.5:1", "", time.Hour, catalog.Load{})
 	}()
 	if addr, err := addrOf(t, b, "app@b1"); err != nil || addr != "10.0.0.5:1" {
 		t.Fatalf("a branch whose node came back: %q %v", addr, err)

@@ -65,7 +65,7 @@ func BenchmarkHeartbeat(b *testing.B) {
 			load := catalog.Load{Running: 3, MaxRunning: 8, FreeBytes: 1 << 40}
 			b.ResetTimer()
 			for range b.N {
-				if err := c.Heartbeat(ctx, "127.0.0.1:6432", time.Minute, load); err != nil {
+				if err := c.Heartbeat(ctx, "127.0.0.1:6432", "", time.Minute, load); err != nil {
 					b.Fatal(err)
 				}
 			}

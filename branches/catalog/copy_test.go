@@ -81,14 +81,16 @@ func fill(t *testing.T, c *catalog.Catalog) {
 	check(err)
 	_, err = c.Register(ctx, "state-1", "127.0.0.1:6432", time.Hour)
 	check(err)
-	check(c.Heartbeat(ctx, "127.0.0.1:6432", time.Hour, catalog.Load{Running: 1, MaxRunning: 4, FreeBytes: 1 << 40}))
+	check(c.Heartbeat(ctx, "127.0.0.1:6432", "", time.Hour, catalog.Load{Running: 1, MaxRunning: 4, FreeBytes: 1 << 40}))
 	check(c.AddSource(ctx, catalog.Source{Name: "a", Kind: "sql", Spec: "/a.sql", DefaultDatabase: "app",
 		Options: "mask=1", CreatedAt: at(0), Warm: 2}))
 	check(c.AddSource(ctx, catalog.Source{Name: "b", Kind: "empty", CreatedAt: at(1), Warm: -1}))
 	s, err := c.AddSeed(ctx, catalog.Seed{Source: "a", Dir: "/seeds/a/1", CreatedAt: at(2)})
 	check(err)
 	s.State, s.PGVersion, s.Databases, s.Superuser, s.Roles, s.ReadyAt = catalog.SeedReady, "15", []string{"app", "postgres"}, "postgres", `{"x":1}`, at(3)
+	s.Manifest = "0123abcd"
 	check(c.UpdateSeed(ctx, s))
+	check(c.AddSeedCopy(ctx, s.ID))
 	b := fullBranch("a", "feature")
 	b.SeedID = s.ID
 	b.ID, err = c.InsertBranch(ctx, b, "create")
@@ -127,7 +129,7 @@ func TestCopy(t *testing.T) {
 					t.Fatalf("Copy: %v", err)
 				}
 				wantN := catalog.Copied{"sources": 2, "seeds": 1, "branches": 2, "transitions": 5,
-					"server_settings": 2, "tokens": 1, "audit": 1, "binding": 1, "nodes": 1}
+					"server_settings": 2, "tokens": 1, "audit": 1, "binding": 1, "nodes": 1, "node_seeds": 1}
 				if !reflect.DeepEqual(n, wantN) {
 					t.Errorf("Copy copied %v, want %v", n, wantN)
 				}

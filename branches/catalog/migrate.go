@@ -27,6 +27,11 @@ var addedColumns = []column{
 	// The node that built the seed (its directory is on that node's disk); NULL on
 	// seeds from before nodes and seeds built by a process that did not register.
 	{"seeds", "node_id", "TEXT"},
+	// The digest of the seed's manifest (package seedcopy), which a node copying
+	// the seed checks the builder's manifest against; '' before copies.
+	{"seeds", "manifest", "TEXT NOT NULL DEFAULT ''"},
+	// Where other nodes fetch this node's seeds (its peer listener); '' for none.
+	{"nodes", "peer_addr", "TEXT NOT NULL DEFAULT ''"},
 }
 
 // migrate adds the columns of cols that the database lacks, inside tx.

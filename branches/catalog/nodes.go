@@ -41,9 +41,11 @@ type Load struct {
 
 // Node is one row of the nodes table.
 type Node struct {
-	ID         string
-	Slot       int
-	Addr       string
+	ID   string
+	Slot int
+	Addr string
+	// PeerAddr is where other nodes fetch this node's seeds; "" for none.
+	PeerAddr   string
 	Epoch      int64
 	LeaseUntil time.Time // in the catalog's clock
 	State      NodeState
@@ -159,12 +161,13 @@ func freeSlot(ctx context.Context, tx sqlTx) (int, error) {
 	return want, nil
 }
 
-// Heartbeat renews this node's lease for ttl and records its load and address.
+// Heartbeat renews this node's lease for ttl and records its load and its
+// addresses: addr for sessions, peer for other nodes ("" for none).
 // It is fenced by the registration: if the node was registered again (by another
 // process with the same id) or declared dead, nothing changes, it returns
 // ErrNodeLost (which is also ErrFenced), Lost's channel is closed, and every
 // write this catalog fences fails so until the node registers again.
-func (c *Catalog) Heartbeat(ctx context.Context, addr string, ttl time.Duration, load Load) (err error) {
+func (c *Catalog) Heartbeat(ctx context.Context, addr, peer string, ttl time.Duration, load Load) (err error) {
 	defer c.check(&err)
 	me := c.node.Load()
 	if me == nil {
@@ -174,8 +177,8 @@ func (c *Catalog) Heartbeat(ctx context.Context, addr string, ttl time.Duration,
 	if err != nil {
 		return err
 	}
-	res, err := c.exec(ctx, `UPDATE nodes SET lease_until = `+c.d.nowNanos()+` + ?, load = ?, addr = ?
-		WHERE id = ? AND epoch = ? AND state <> ?`, int64(ttl), string(js), addr, me.id, me.epoch, NodeDead)
+	res, err := c.exec(ctx, `UPDATE nodes SET lease_until = `+c.d.nowNanos()+` + ?, load = ?, addr = ?, peer_addr = ?
+		WHERE id = ? AND epoch = ? AND state <> ?`, int64(ttl), string(js), addr, peer, me.id, me.epoch, NodeDead)
 	if err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
@@ -189,7 +192,7 @@ func (c *Catalog) Heartbeat(ctx context.Context, addr string, ttl time.Duration,
 // Nodes lists the nodes by slot, with each lease's age by the catalog's clock.
 func (c *Catalog) Nodes(ctx context.Context) (_ []Node, err error) {
 	defer c.check(&err)
-	rows, err := c.query(ctx, `SELECT id, slot, addr, epoch, lease_until, state, load, `+c.d.nowNanos()+` FROM nodes ORDER BY slot`)
+	rows, err := c.query(ctx, `SELECT id, slot, addr, peer_addr, epoch, lease_until, state, load, `+c.d.nowNanos()+` FROM nodes ORDER BY slot`)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +202,7 @@ func (c *Catalog) Nodes(ctx context.Context) (_ []Node, err error) {
 		var n Node
 		var lease, now int64
 		var load string
-		if err := rows.Scan(&n.ID, &n.Slot, &n.Addr, &n.Epoch, &lease, &n.State, &load, &now); err != nil {
+		if err := rows.Scan(&n.ID, &n.Slot, &n.Addr, &n.PeerAddr, &n.Epoch, &lease, &n.State, &load, &now); err != nil {
 			return nil, err
 		}
 		n.LeaseUntil, n.LeaseAge = fromNano(lease), time.Duration(now-lease)

@@ -124,7 +124,7 @@ func TestHeartbeat(t *testing.T) {
 		}
 		before := nodeByID(t, c, "n1")
 		load := catalog.Load{Running: 3, MaxRunning: 8, FreeBytes: 1 << 30}
-		if err := c.Heartbeat(ctx, "127.0.0.1:6432", time.Hour, load); err != nil {
+		if err := c.Heartbeat(ctx, "127.0.0.1:6432", "", time.Hour, load); err != nil {
 			t.Fatalf("Heartbeat: %v", err)
 		}
 		after := nodeByID(t, c, "n1")
@@ -141,7 +141,7 @@ func TestHeartbeat(t *testing.T) {
 		if _, err := newer.Register(ctx, "n1", "", time.Hour); err != nil {
 			t.Fatal(err)
 		}
-		err = c.Heartbeat(ctx, "127.0.0.1:6432", time.Hour, catalog.Load{Running: 99})
+		err = c.Heartbeat(ctx, "127.0.0.1:6432", "", time.Hour, catalog.Load{Running: 99})
 		if !errors.Is(err, catalog.ErrNodeLost) || !errors.Is(err, catalog.ErrFenced) || !c.NodeLost() {
 			t.Fatalf("stale heartbeat = %v (lost %v), want ErrNodeLost and ErrFenced", err, c.NodeLost())
 		}
@@ -151,7 +151,7 @@ func TestHeartbeat(t *testing.T) {
 		if _, err := c.InsertBranch(ctx, catalog.Branch{Source: "a", Name: "y", State: catalog.Creating}, "create"); !errors.Is(err, catalog.ErrNodeLost) {
 			t.Fatalf("InsertBranch after the registration was lost = %v, want ErrNodeLost", err)
 		}
-		if err := newer.Heartbeat(ctx, "", time.Hour, catalog.Load{}); err != nil {
+		if err := newer.Heartbeat(ctx, "", "", time.Hour, catalog.Load{}); err != nil {
 			t.Fatalf("the current registration's heartbeat: %v", err)
 		}
 	})
@@ -276,7 +276,7 @@ func TestJanitor(t *testing.T) {
 			t.Fatalf("second Janitor = %+v, %v, want nothing to do", s, err)
 		}
 		// The dead node learns it at its next heartbeat; its writes are fenced.
-		if err := other.Heartbeat(ctx, "", time.Hour, catalog.Load{}); !errors.Is(err, catalog.ErrNodeLost) {
+		if err := other.Heartbeat(ctx, "", "", time.Hour, catalog.Load{}); !errors.Is(err, catalog.ErrNodeLost) {
 			t.Fatalf("dead node's heartbeat = %v, want ErrNodeLost", err)
 		}
 		// Registering again makes it active, without adopting its lost rows,

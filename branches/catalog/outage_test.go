@@ -79,13 +79,13 @@ func testPostgresOutage(t *testing.T, how string) {
 		}
 	}
 	// A heartbeat meanwhile fails and is to be retried; the node is not lost.
-	if err := c.Heartbeat(ctx, "", time.Minute, catalog.Load{}); !errors.Is(err, catalog.ErrUnavailable) || c.NodeLost() {
+	if err := c.Heartbeat(ctx, "", "", time.Minute, catalog.Load{}); !errors.Is(err, catalog.ErrUnavailable) || c.NodeLost() {
 		t.Fatalf("heartbeat to a stopped catalog = %v (lost %v), want ErrUnavailable", err, c.NodeLost())
 	}
 	if err := srv.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Heartbeat(ctx, "", time.Minute, catalog.Load{}); err != nil {
+	if err := c.Heartbeat(ctx, "", "", time.Minute, catalog.Load{}); err != nil {
 		t.Fatalf("heartbeat after the catalog came back: %v", err)
 	}
 	// The outage stopped every node's heartbeats: no node is declared dead until

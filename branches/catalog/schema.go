@@ -127,11 +127,11 @@ type table struct {
 	serial bool // has an <id> column whose sequence must continue after copied ids
 }
 
-// tables lists every table of schema, schemaAdmin, schemaBinding and schemaNodes, in an order in which
+// tables lists every table of schema, schemaAdmin, schemaBinding, schemaNodes and schemaSeedCopies, in an order in which
 // copying them one after the other is valid.
 var tables = []table{
 	{"sources", false}, {"seeds", true}, {"branches", true}, {"transitions", true},
 	{"server_settings", false}, {"tokens", false}, {"audit", true},
 	{"binding", false}, // Copy carries the state id: the state directory is bound to the copy
-	{"nodes", false},
+	{"nodes", false}, {"node_seeds", false},
 }

@@ -44,6 +44,9 @@ type Seed struct {
 	// NodeID is the node that built it, whose disk holds Dir ("" before nodes, or
 	// built by a process that did not register). Read only: AddSeed sets it.
 	NodeID string
+	// Manifest is the digest of the seed's manifest (package seedcopy), which the
+	// nodes that copy it check; "" when none was made (a single server's seed).
+	Manifest string
 }
 
 // The writes of sources and seeds are fenced by the node row (nodeFence): a
@@ -126,6 +129,9 @@ func (c *Catalog) DeleteSource(ctx context.Context, name string) (err error) {
 			}
 			return fmt.Errorf("source %q: %w", name, ErrNotFound)
 		}
+		if _, err := tx.exec(ctx, `DELETE FROM node_seeds WHERE seed_id IN (SELECT id FROM seeds WHERE source = ?)`, name); err != nil {
+			return err
+		}
 		_, err = tx.exec(ctx, `DELETE FROM seeds WHERE source = ?`, name)
 		return err
 	})
@@ -166,7 +172,7 @@ func (c *Catalog) AddSeed(ctx context.Context, s Seed) (_ Seed, err error) {
 	return s, err
 }
 
-// UpdateSeed writes a seed's mutable fields (state, dir, version, databases, superuser, ready time).
+// UpdateSeed writes a seed's mutable fields (state, dir, version, databases, superuser, ready time, manifest).
 func (c *Catalog) UpdateSeed(ctx context.Context, s Seed) (err error) {
 	defer c.check(&err)
 	cond, args, err := c.nodeFence(false)
@@ -174,8 +180,9 @@ func (c *Catalog) UpdateSeed(ctx context.Context, s Seed) (err error) {
 		return err
 	}
 	res, err := c.exec(ctx,
-		`UPDATE seeds SET state = ?, dir = ?, pg_version = ?, databases = ?, superuser = ?, roles = ?, ready_at = ? WHERE id = ?`+cond,
-		append([]any{s.State, s.Dir, s.PGVersion, joinList(s.Databases), s.Superuser, s.Roles, unixNano(s.ReadyAt), s.ID}, args...)...)
+		`UPDATE seeds SET state = ?, dir = ?, pg_version = ?, databases = ?, superuser = ?, roles = ?, ready_at = ?, manifest = ?
+			WHERE id = ?`+cond,
+		append([]any{s.State, s.Dir, s.PGVersion, joinList(s.Databases), s.Superuser, s.Roles, unixNano(s.ReadyAt), s.Manifest, s.ID}, args...)...)
 	if err != nil {
 		return err
 	}
@@ -201,7 +208,7 @@ func (c *Catalog) Seeds(ctx context.Context) (_ []Seed, err error) {
 	defer c.check(&err)
 	rows, err := c.query(ctx,
 		`SELECT id, source, generation, state, dir, pg_version, databases, superuser, roles, created_at, ready_at,
-			COALESCE(node_id, '') FROM seeds ORDER BY id`)
+			COALESCE(node_id, ''), manifest FROM seeds ORDER BY id`)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +218,7 @@ func (c *Catalog) Seeds(ctx context.Context) (_ []Seed, err error) {
 		var s Seed
 		var dbs string
 		var created, ready int64
-		if err := rows.Scan(&s.ID, &s.Source, &s.Generation, &s.State, &s.Dir, &s.PGVersion, &dbs, &s.Superuser, &s.Roles, &created, &ready, &s.NodeID); err != nil {
+		if err := rows.Scan(&s.ID, &s.Source, &s.Generation, &s.State, &s.Dir, &s.PGVersion, &dbs, &s.Superuser, &s.Roles, &created, &ready, &s.NodeID, &s.Manifest); err != nil {
 			return nil, err
 		}
 		s.Databases = splitList(dbs)

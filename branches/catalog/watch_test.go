@@ -49,7 +49,7 @@ func TestWatchRoutes(t *testing.T) {
 	if ch := next(); ch.Node != "n1" {
 		t.Fatalf("registration: %+v", ch)
 	}
-	if err := c.Heartbeat(ctx, "10.0.0.1:1", time.Hour, catalog.Load{Running: 3}); err != nil {
+	if err := c.Heartbeat(ctx, "10.0.0.1:1", "", time.Hour, catalog.Load{Running: 3}); err != nil {
 		t.Fatal(err)
 	}
 	b := catalog.Branch{Source: "app", Name: "x", State: catalog.Creating}
