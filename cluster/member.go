@@ -87,26 +87,7 @@ func (m *Member) DialConfig(node string) (*tls.Config, error) {
 	if m.Role != RoleFront {
 		return nil, fmt.Errorf("%w: a %s does not dial nodes for sessions", ErrWrongRole, m.Role)
 	}
-	if !ValidName(node) {
-		return nil, fmt.Errorf("%w: node name %q", ErrInvalid, node)
-	}
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{m.cert},
-		Time:         m.now,
-		// The default verification checks the address against the SANs; the
-		// chain and the identity are checked in VerifyConnection instead.
-		InsecureSkipVerify: true,
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("node sent no certificate")
-			}
-			if err := m.verify(cs.PeerCertificates[0], x509.ExtKeyUsageServerAuth); err != nil {
-				return fmt.Errorf("node %q: %w", node, err)
-			}
-			return expect(cs, RoleNode, node)
-		},
-	}, nil
+	return m.nodeDialConfig(node)
 }
 
 // verify checks that cert is signed by the cluster CA (no intermediates), valid
