@@ -297,7 +297,7 @@ func (m *Manager) newBranchLocked(k key, route router.Route) (*branch, error) {
 		Source:    k.source,
 		Name:      k.name,
 		SeedID:    s.seed.ID,
-		Layers:    []string{s.seed.Dir},
+		Layers:    []string{m.seedLayer(*s.seed)},
 		State:     catalog.Creating,
 		TTL:       route.Options.TTL,
 		Ephemeral: route.Options.Ephemeral,

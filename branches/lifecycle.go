@@ -287,6 +287,11 @@ func (m *Manager) startServer(ctx context.Context, b *branch) (err error) {
 		if err := m.fault(failpoint.Mount, b); err != nil {
 			return err
 		}
+		if n := len(rec.Layers); n > 0 && rec.Layers[n-1] == m.seedLayer(seedRec) {
+			if err := m.ensureSeed(ctx, seedRec); err != nil {
+				return err
+			}
+		}
 		if err := layersPresent(rec.Layers); err != nil {
 			return err
 		}

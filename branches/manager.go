@@ -19,6 +19,7 @@ import (
 	"github.com/pgbranchproxy/pgbranchproxy/branches/seed"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
 	"go.uber.org/zap"
+	"golang.org/x/sync/singleflight"
 )
 
 // Config configures a Manager.
@@ -78,6 +79,9 @@ type Config struct {
 	// NodeName is the node's name in the cluster (its certificate's), which a
 	// joining node takes as its id; "" for none.
 	NodeName string
+	// Seeds fetches seeds from other nodes (package peer); on a node of several
+	// with none, seeds are read where their builder put them (nodes on one disk).
+	Seeds SeedFetcher
 	// NodeDeadAfter is how long past its lease a node of the catalog must be before
 	// this server's janitor declares it dead (node.go); default 60s.
 	NodeDeadAfter time.Duration
@@ -97,6 +101,7 @@ type Manager struct {
 	lastPrune  time.Time     // when the logs were last pruned (retention.go); the reaper's loop only
 	kick       chan struct{}
 	refillDue  atomic.Bool        // a refill after claims is scheduled (pool.go)
+	fetches    singleflight.Group // seeds being copied from other nodes (seedpull.go)
 	stopReaper context.CancelFunc // stops the reaper and the heartbeat
 	reaperDone chan struct{}
 	beatKick   chan struct{}

@@ -128,11 +128,13 @@ func (m *Manager) kickHeartbeat() {
 
 // NodeInfo describes one node of the catalog, as `node ls --json` prints it.
 type NodeInfo struct {
-	ID    string `json:"id"`
-	Slot  int    `json:"slot"`
-	Addr  string `json:"addr"`
-	Epoch int64  `json:"epoch"`
-	State string `json:"state"`
+	ID   string `json:"id"`
+	Slot int    `json:"slot"`
+	Addr string `json:"addr"`
+	// PeerAddr is where other nodes copy this node's seeds from; "" for none.
+	PeerAddr string `json:"peer_addr,omitempty"`
+	Epoch    int64  `json:"epoch"`
+	State    string `json:"state"`
 	// LeaseUntil is when the lease runs out, by the catalog's clock.
 	LeaseUntil time.Time `json:"lease_until"`
 	// LeaseAgeMS is how long ago the lease ran out, by the catalog's clock;
@@ -151,7 +153,7 @@ func (m *Manager) Nodes(ctx context.Context) ([]NodeInfo, error) {
 	me, epoch, _ := m.cat.Registration()
 	out := make([]NodeInfo, 0, len(ns))
 	for _, n := range ns {
-		out = append(out, NodeInfo{ID: n.ID, Slot: n.Slot, Addr: n.Addr, Epoch: n.Epoch, State: string(n.State),
+		out = append(out, NodeInfo{ID: n.ID, Slot: n.Slot, Addr: n.Addr, PeerAddr: n.PeerAddr, Epoch: n.Epoch, State: string(n.State),
 			LeaseUntil: n.LeaseUntil, LeaseAgeMS: n.LeaseAge.Milliseconds(), Load: n.Load, Self: n.ID == me && n.Epoch == epoch})
 	}
 	return out, nil

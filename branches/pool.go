@@ -254,7 +254,7 @@ func (m *Manager) newMemberLocked(source string, s *sourceState) error {
 	if m.branches[k] != nil {
 		return fmt.Errorf("pool name %q taken", k.name)
 	}
-	b := &branch{rec: catalog.Branch{Source: source, Name: k.name, SeedID: s.seed.ID, Layers: []string{s.seed.Dir},
+	b := &branch{rec: catalog.Branch{Source: source, Name: k.name, SeedID: s.seed.ID, Layers: []string{m.seedLayer(*s.seed)},
 		State: catalog.Creating, Pooled: true}}
 	m.branches[k] = b
 	o := m.startOp(b, "create", func(ctx context.Context) error {

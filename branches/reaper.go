@@ -28,6 +28,10 @@ func (m *Manager) reaper(ctx context.Context) {
 			if err := m.syncSources(ctx); err != nil {
 				m.log.Debug("read the catalog's sources", zap.Error(err))
 			}
+			m.prefetchSeeds(ctx)
+			// Other nodes' branches, which end without this node's knowing, and
+			// refreshes elsewhere free seeds and copies here.
+			m.collectSeeds(ctx)
 		}
 		m.reapPass(ctx)
 		m.pruneLogs(ctx) // not in reapPass, which a client's create may run inline

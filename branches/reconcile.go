@@ -118,6 +118,7 @@ func (m *Manager) reconciles(rec catalog.Branch) bool {
 // reconcileSeeds drops seeds that never finished building (and sources left with
 // none), and loads the newest ready seed of each source.
 func (m *Manager) reconcileSeeds(ctx context.Context) error {
+	m.removePartialCopies()
 	sources, err := m.cat.Sources(ctx)
 	if err != nil {
 		return err

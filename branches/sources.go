@@ -206,6 +206,7 @@ func (m *Manager) collectSeeds(ctx context.Context) {
 		}
 	}
 	m.mu.Unlock()
+	m.collectCopies(ctx, seeds, used)
 	for _, sd := range seeds {
 		// A seed another node built is that node's to remove.
 		if used[sd.ID] || sd.State != catalog.SeedReady || !m.builtHere(sd) {
@@ -287,6 +288,13 @@ func (m *Manager) buildSeed(ctx context.Context, src catalog.Source, req SourceR
 	}
 	sd.State, sd.Dir, sd.PGVersion, sd.Databases, sd.Superuser, sd.ReadyAt = catalog.SeedReady, final, res.PGVersion, res.Databases, res.Superuser, m.now()
 	sd.Roles = res.Roles.Encode()
+	if m.cfg.Join {
+		// Other nodes copy it, checked against its manifest (seedpull.go).
+		if sd.Manifest, err = m.writeManifest(sd); err != nil {
+			cleanup()
+			return catalog.Seed{}, err
+		}
+	}
 	if err := m.cat.UpdateSeed(ctx, sd); err != nil {
 		cleanup()
 		return catalog.Seed{}, err
