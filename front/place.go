@@ -3,15 +3,18 @@ package front
 import (
 	"context"
 	"hash/fnv"
+	"slices"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 	"github.com/pgbranchproxy/pgbranchproxy/proxy"
 )
 
 // place picks the node for a new branch: of the live, active nodes with an
-// address, the one that ranks highest for the name (rendezvous hashing), so
-// that every front that sees the same nodes sends a new name's clients to the
-// same node, whose single flight creates the branch once.
+// address that hold the source's newest seed (or of all of them, when none
+// does: the one picked copies it), the one that ranks highest for the name
+// (rendezvous hashing), so that every front that sees the same nodes sends a
+// new name's clients to the same node, whose single flight creates the branch
+// once.
 func (b *Branches) place(ctx context.Context, source, name string) (node, addr string, err error) {
 	rctx, cancel := context.WithTimeout(ctx, catalogReadTimeout)
 	defer cancel()
@@ -19,10 +22,20 @@ func (b *Branches) place(ctx context.Context, source, name string) (node, addr s
 	if err != nil {
 		return "", "", catalogError(err)
 	}
+	holds, err := b.seedHolders(rctx, source)
+	if err != nil {
+		return "", "", catalogError(err)
+	}
+	live := func(n catalog.Node) bool {
+		return n.State == catalog.NodeActive && n.LeaseAge < 0 && n.Addr != ""
+	}
+	if !slices.ContainsFunc(nodes, func(n catalog.Node) bool { return live(n) && holds[n.ID] }) {
+		holds = nil
+	}
 	var best *catalog.Node
 	bestRank := uint64(0)
 	for i, n := range nodes {
-		if n.State != catalog.NodeActive || n.LeaseAge >= 0 || n.Addr == "" {
+		if !live(n) || holds != nil && !holds[n.ID] {
 			continue
 		}
 		if r := rank(source, name, n.ID); best == nil || r > bestRank {
@@ -34,6 +47,28 @@ func (b *Branches) place(ctx context.Context, source, name string) (node, addr s
 			Hint: "start a pgbranchproxy node on this catalog (serve --role node)"}
 	}
 	return best.ID, best.Addr, nil
+}
+
+// seedHolders returns the nodes that hold the source's newest seed; nil when
+// the source or its seed is not known.
+func (b *Branches) seedHolders(ctx context.Context, source string) (map[string]bool, error) {
+	srcs, err := b.load(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	i := slices.IndexFunc(srcs, func(s sourceSeed) bool { return s.name == source })
+	if i < 0 || srcs[i].seed == 0 {
+		return nil, nil
+	}
+	ids, err := b.cat.SeedHolders(ctx, srcs[i].seed)
+	if err != nil {
+		return nil, err
+	}
+	holds := map[string]bool{}
+	for _, id := range ids {
+		holds[id] = true
+	}
+	return holds, nil
 }
 
 // rank is a node's rank for a branch name.

@@ -15,9 +15,10 @@ import (
 // sooner: a name that resolves to nothing reads them again at once).
 const sourcesTTL = 2 * time.Second
 
-// sourceSeed is a source with its current seed's databases and roles.
+// sourceSeed is a source with its current seed's id, databases and roles.
 type sourceSeed struct {
 	name      string
+	seed      int64 // 0 while its first seed is built
 	databases []string
 	roles     string
 }
@@ -72,7 +73,7 @@ func (b *Branches) load(ctx context.Context, fresh bool) ([]sourceSeed, error) {
 	out := make([]sourceSeed, 0, len(srcs))
 	for _, s := range srcs {
 		sd := newest[s.Name]
-		out = append(out, sourceSeed{name: s.Name, databases: sd.Databases, roles: sd.Roles})
+		out = append(out, sourceSeed{name: s.Name, seed: sd.ID, databases: sd.Databases, roles: sd.Roles})
 	}
 	b.mu.Lock()
 	b.sources, b.loaded = out, time.Now()

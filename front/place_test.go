@@ -1,0 +1,49 @@
+package front
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+)
+
+// TestPlaceOnHolders: a new name goes to a live node that holds its source's
+// newest seed; when no live node holds it, to any live node (which copies it).
+func TestPlaceOnHolders(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	seeds, err := r.cat.Seeds(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest := catalog.NewestSeeds(seeds)["app"]
+	r.node("a", "10.0.0.1:1", time.Hour, 0)
+	holder := r.node("b", "10.0.0.2:1", time.Hour, 0)
+	r.node("c", "10.0.0.3:1", time.Hour, 0)
+	if err := holder.AddSeedCopy(ctx, newest.ID); err != nil {
+		t.Fatal(err)
+	}
+	spread := func() map[string]int {
+		got := map[string]int{}
+		b := New(r.cat, nil)
+		for i := range 32 {
+			addr, err := addrOf(t, b, fmt.Sprintf("app@n%d", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[addr]++
+		}
+		return got
+	}
+	if got := spread(); got["10.0.0.2:1"] != 32 {
+		t.Fatalf("with one holder: %v, want all on b", got)
+	}
+	if err := holder.Heartbeat(ctx, "10.0.0.2:1", "", -time.Second, catalog.Load{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := spread(); len(got) != 2 || got["10.0.0.2:1"] != 0 {
+		t.Fatalf("with the holder away: %v, want a and c", got)
+	}
+}
