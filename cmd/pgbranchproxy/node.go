@@ -32,7 +32,7 @@ func newNodeLs(g *globalFlags) *cobra.Command {
 				return printJSON(out)
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSLOT\tADDR\tEPOCH\tSTATE\tLEASE\tRUNNING\tFREE GiB")
+			fmt.Fprintln(tw, "ID\tSLOT\tADDR\tPEER\tEPOCH\tSTATE\tLEASE\tRUNNING\tFREE GiB")
 			for _, n := range out {
 				id := n.ID
 				if n.Self {
@@ -42,7 +42,7 @@ func newNodeLs(g *globalFlags) *cobra.Command {
 				if n.Load.MaxRunning > 0 {
 					running += fmt.Sprintf("/%d", n.Load.MaxRunning)
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\t%.1f\n", id, n.Slot, orDash(n.Addr), n.Epoch, n.State,
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%.1f\n", id, n.Slot, orDash(n.Addr), orDash(n.PeerAddr), n.Epoch, n.State,
 					leaseAge(n.LeaseAgeMS), running, float64(n.Load.FreeBytes)/(1<<30))
 			}
 			return tw.Flush()

@@ -33,6 +33,7 @@ type serveFlags struct {
 	authSet        bool // --auth was given
 	role           string
 	advertise      string
+	peerListen     string
 	clusterDir     string
 	clusterName    string
 	listen         string
@@ -89,6 +90,7 @@ func newServe(g *globalFlags) *cobra.Command {
 	fl.StringVar(&f.clusterDir, "cluster-dir", "", "with --role front or node: the cluster directory (cluster init) whose CA and this member's certificate secure front-to-node sessions with mutual TLS")
 	fl.StringVar(&f.clusterName, "cluster-name", "", "with --cluster-dir: this member's name (cluster issue --name); a new node takes it as its node id")
 	fl.StringVar(&f.advertise, "advertise", "", "with --role node: the address fronts reach this node at (default: the --listen address)")
+	fl.StringVar(&f.peerListen, "peer-listen", "", "with --role node: where the other nodes fetch this node's seeds (default: the --listen host, a port the system picks), with the cluster's mutual TLS")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:6432", "address clients connect to")
 	fl.StringVar(&f.catalog, "catalog", "", "the catalog: a postgres:// URL, or a SQLite file (default: <state-dir>/catalog.db); the state dir holds everything else")
 	fl.StringVar(&f.auth, "auth", proxy.AuthSCRAM, "client authentication at the proxy, before any branch is created or woken: scram-sha-256, md5 or trust")
@@ -289,9 +291,18 @@ func serve(g *globalFlags, f *serveFlags) error {
 		NodeDeadAfter:     f.nodeDeadAfter,
 		Join:              f.role == roleNode,
 		NodeName:          memberName(member),
+		Seeds:             nodeSeedFetcher(f, member),
 	}, log.Named("branches"))
 	if err != nil {
 		return err
+	}
+	if f.role == roleNode {
+		stopPeer, err := startPeer(f, member, mgr, log.Named("peer"))
+		if err != nil {
+			mgr.Close(context.Background())
+			return err
+		}
+		defer stopPeer()
 	}
 
 	px, err := proxy.New(proxy.Config{

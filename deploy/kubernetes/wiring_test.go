@@ -81,7 +81,8 @@ func TestSelectors(t *testing.T) {
 	}
 }
 
-// TestNetworkPolicy: the node's only ingress is its serving port, from fronts.
+// TestNetworkPolicy: a node's ingress is its serving port, from fronts, and
+// its peer port, from nodes.
 func TestNetworkPolicy(t *testing.T) {
 	t.Parallel()
 	d := loadDeployment(t)
@@ -90,23 +91,33 @@ func TestNetworkPolicy(t *testing.T) {
 		t.Errorf("policyTypes %v, want [Ingress]", p.PolicyTypes)
 	}
 	c := container(t, &d.node.Spec.Template.Spec)
-	port := listenPort(t, flagOf(t, parseArgs(t, c.Args), "listen"))
-	if len(p.Ingress) != 1 {
-		t.Fatalf("%d ingress rules, want one", len(p.Ingress))
+	args := parseArgs(t, c.Args)
+	if len(p.Ingress) != 2 {
+		t.Fatalf("%d ingress rules, want two", len(p.Ingress))
 	}
-	rule := p.Ingress[0]
-	if len(rule.Ports) != 1 || rule.Ports[0].Port == nil || rule.Ports[0].Port.IntValue() != port ||
-		rule.Ports[0].Protocol == nil || *rule.Ports[0].Protocol != corev1.ProtocolTCP {
-		t.Errorf("ingress ports %v, want TCP %d (the node's --listen)", rule.Ports, port)
-	}
-	if len(rule.From) == 0 {
-		t.Fatal("ingress from anywhere")
-	}
-	for _, from := range rule.From {
-		if from.IPBlock != nil || from.NamespaceSelector != nil || !selects(t, from.PodSelector, d.front.Spec.Template.Labels) ||
-			selects(t, from.PodSelector, d.node.Spec.Template.Labels) {
-			t.Errorf("ingress from %+v: want fronts of this namespace only", from)
+	for i, want := range []struct {
+		flag string
+		from map[string]string
+	}{{"listen", d.front.Spec.Template.Labels}, {"peer-listen", d.node.Spec.Template.Labels}} {
+		port, rule := listenPort(t, flagOf(t, args, want.flag)), p.Ingress[i]
+		if len(rule.Ports) != 1 || rule.Ports[0].Port == nil || rule.Ports[0].Port.IntValue() != port ||
+			rule.Ports[0].Protocol == nil || *rule.Ports[0].Protocol != corev1.ProtocolTCP {
+			t.Errorf("rule %d: ingress ports %v, want TCP %d (the node's --%s)", i, rule.Ports, port, want.flag)
 		}
+		if len(rule.From) == 0 {
+			t.Fatalf("rule %d: ingress from anywhere", i)
+		}
+		for _, from := range rule.From {
+			if from.IPBlock != nil || from.NamespaceSelector != nil || !selects(t, from.PodSelector, want.from) {
+				t.Errorf("rule %d: ingress from %+v: want only the pods of %v in this namespace", i, from, want.from)
+			}
+		}
+		if containerPort(t, c, strconv.Itoa(port)) != port {
+			t.Errorf("the node does not declare its port %d (--%s)", port, want.flag)
+		}
+	}
+	if selects(t, p.Ingress[0].From[0].PodSelector, d.node.Spec.Template.Labels) {
+		t.Error("nodes may reach other nodes' serving port")
 	}
 }
 
