@@ -22,6 +22,7 @@ func TestFrontLostNode(t *testing.T) {
 	b := startServer(t, newStateDir(t), "--catalog", url, "--role", "node", "--node-dead-after", "1s")
 	a.seedSQL("app", lifecycleSQL)
 	fr := startFront(t, url)
+	waitSeedCopy(t, b, "app")
 	var onB []string
 	for i := 0; len(onB) < 2; i++ {
 		n := fmt.Sprintf("lost%d", i)

@@ -28,6 +28,7 @@ func TestFrontsAndNodes(t *testing.T) {
 	b := startServer(t, stateB, "--catalog", url, "--role", "node")
 	a.seedSQL("app", lifecycleSQL)
 	f1, f2 := startFront(t, url), startFront(t, url)
+	waitSeedCopy(t, b, "app")
 
 	on := map[string]string{} // branch -> node server ("a" or "b")
 	for i := range 16 {
