@@ -112,7 +112,7 @@ func classify(err error) clientError {
 			hint: "another registration of this node owns it in the catalog; restart the server"}
 	case errors.Is(err, branches.ErrLayerMissing):
 		return clientError{code: codeCannotConnectNow, message: "the branch's seed is not on the node that serves it",
-			hint: "seeds are not copied between hosts yet: add the source on a node of this host, or run the nodes on one host"}
+			hint: "it could not be copied from a node that holds it: check that the nodes reach each other's peer address (pgbranchproxy node ls)"}
 	case errors.Is(err, branches.ErrCatalogUnavailable):
 		return clientError{code: codeCannotConnectNow, message: "catalog unavailable",
 			hint: "branches already running still serve; creating or waking one works again when the catalog is back"}
