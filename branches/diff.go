@@ -101,7 +101,7 @@ func (m *Manager) seedSnapshotOf(source, name string) (dbdiff.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return readSnapshot(sd.Dir)
+	return readSnapshot(m.seedLayer(sd))
 }
 
 // branchSnapshot wakes the branch (if stopped), holds it, and dumps its schema, and

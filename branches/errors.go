@@ -22,8 +22,8 @@ var (
 	// ErrInvalid: a request that can never succeed (bad name, unknown option value).
 	ErrInvalid = errors.New("invalid request")
 	// ErrLayerMissing: a read-only layer of the branch (its seed, or a fork
-	// layer) is not on this node's disk: a seed built by a node on another host,
-	// which is not copied between hosts.
+	// layer) is not on this node's disk: a seed built by another node that could
+	// not be copied here (seedpull.go).
 	ErrLayerMissing = errors.New("a layer of the branch is not on this node")
 	// ErrCatalogUnavailable: the catalog cannot be reached (a Postgres catalog down
 	// or restarting), so the branch cannot be created, woken or changed; running

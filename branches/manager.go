@@ -102,7 +102,9 @@ type Manager struct {
 	kick       chan struct{}
 	refillDue  atomic.Bool        // a refill after claims is scheduled (pool.go)
 	fetches    singleflight.Group // seeds being copied from other nodes (seedpull.go)
+	fetching   map[int64]bool     // the seeds being copied; guarded by mu
 	stopReaper context.CancelFunc // stops the reaper and the heartbeat
+	life       context.Context    // ends when Close begins: seed copies run under it
 	reaperDone chan struct{}
 	beatKick   chan struct{}
 	beatDone   chan struct{}
@@ -259,7 +261,7 @@ func open(ctx context.Context, cfg Config, log *zap.Logger) (*Manager, error) {
 		b.persistedUse = b.rec.LastUsedAt
 	}
 	rctx, cancel := context.WithCancel(context.Background())
-	m.stopReaper = cancel
+	m.stopReaper, m.life = cancel, rctx
 	go m.reaper(rctx)
 	go m.heartbeat(rctx)
 	m.refillPools()

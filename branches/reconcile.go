@@ -130,6 +130,7 @@ func (m *Manager) reconcileSeeds(ctx context.Context) error {
 	for _, s := range sources {
 		m.sources[s.Name] = &sourceState{src: s}
 	}
+	m.forgetMissingCopies(ctx, seeds)
 	for _, sd := range seeds {
 		if sd.State != catalog.SeedReady && m.cfg.Join && !m.builtHere(sd) {
 			continue // another node may be building it

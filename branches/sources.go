@@ -206,7 +206,7 @@ func (m *Manager) collectSeeds(ctx context.Context) {
 		}
 	}
 	m.mu.Unlock()
-	m.collectCopies(ctx, seeds, used)
+	m.collectCopies(ctx, seeds, all)
 	for _, sd := range seeds {
 		// A seed another node built is that node's to remove.
 		if used[sd.ID] || sd.State != catalog.SeedReady || !m.builtHere(sd) {

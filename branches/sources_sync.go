@@ -11,10 +11,8 @@ import (
 
 // On a node of several (Config.Join) a source is added, and refreshed, on the
 // node whose admin API was asked; the others learn of it from the catalog: when
-// a client names a source they do not know, and at each reaper pass. Seeds of
-// nodes on one host are read where their builder put them (a branch's lowest
-// layer is the seed's recorded directory); nodes on other hosts need the seed
-// copied to the same path first, which nothing does yet.
+// a client names a source they do not know, and at each reaper pass. Each node
+// copies the seeds other nodes built (seedpull.go).
 
 // syncSources takes, from the catalog, the sources this node does not know and
 // the newer ready seeds of those it does, and drops the sources the catalog no

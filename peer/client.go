@@ -8,10 +8,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/seedcopy"
+)
+
+// Timeouts of a fetch: to connect; for the answer to start (a node lists a
+// seed settled before manifests first); and for the stream to move at all.
+const (
+	dialTimeout   = 10 * time.Second
+	headerTimeout = 5 * time.Minute
+	stallTimeout  = time.Minute
 )
 
 // Client fetches seeds from other nodes.
@@ -26,7 +36,15 @@ type Client struct {
 // the manifest against digest unless it is "", and returns the manifest.
 func (c *Client) Fetch(ctx context.Context, node, addr string, id int64, digest, dir string, uid, gid int) (seedcopy.Manifest, error) {
 	var m seedcopy.Manifest
-	tr := &http.Transport{Proxy: nil, DisableCompression: true}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DisableCompression:    true,
+		DialContext:           (&net.Dialer{Timeout: dialTimeout}).DialContext,
+		TLSHandshakeTimeout:   dialTimeout,
+		ResponseHeaderTimeout: headerTimeout,
+	}
 	scheme := "http"
 	if c.TLS != nil {
 		cfg, err := c.TLS(node)
@@ -52,7 +70,7 @@ func (c *Client) Fetch(ctx context.Context, node, addr string, id int64, digest,
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 		return m, fmt.Errorf("node %s: %s: %s", node, resp.Status, strings.TrimSpace(string(msg)))
 	}
-	body := bufio.NewReaderSize(resp.Body, 1<<20)
+	body := bufio.NewReaderSize(newStallReader(resp.Body, stallTimeout, cancel), 1<<20)
 	if m, err = readManifest(body); err != nil {
 		return m, fmt.Errorf("node %s: %w", node, err)
 	}
@@ -84,4 +102,26 @@ func readManifest(r io.Reader) (seedcopy.Manifest, error) {
 		return m, fmt.Errorf("%w: the manifest: %w", seedcopy.ErrCorrupt, err)
 	}
 	return m, nil
+}
+
+// stallReader cancels a fetch whose stream has not moved for d.
+type stallReader struct {
+	r     io.Reader
+	d     time.Duration
+	timer *time.Timer
+}
+
+func newStallReader(r io.Reader, d time.Duration, cancel func()) *stallReader {
+	return &stallReader{r: r, d: d, timer: time.AfterFunc(d, cancel)}
+}
+
+func (s *stallReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if n > 0 {
+		s.timer.Reset(s.d)
+	}
+	if err != nil {
+		s.timer.Stop()
+	}
+	return n, err
 }

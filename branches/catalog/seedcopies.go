@@ -61,15 +61,23 @@ func (c *Catalog) AddSeedCopy(ctx context.Context, seedID int64) (err error) {
 }
 
 // DeleteSeedCopy forgets this node's copy of the seed (before it is removed
-// from the disk).
+// from the disk); forgetting one it does not record is not an error. It is
+// fenced by the node row.
 func (c *Catalog) DeleteSeedCopy(ctx context.Context, seedID int64) (err error) {
 	defer c.check(&err)
 	me, _ := c.owner()
 	if me == nil {
 		return errNotRegistered
 	}
-	_, err = c.exec(ctx, `DELETE FROM node_seeds WHERE node_id = ? AND seed_id = ?`, me, seedID)
-	return err
+	cond, args, err := c.nodeFence(false)
+	if err != nil {
+		return err
+	}
+	res, err := c.exec(ctx, `DELETE FROM node_seeds WHERE node_id = ? AND seed_id = ?`+cond, append([]any{me, seedID}, args...)...)
+	if err != nil {
+		return err
+	}
+	return c.fencedNone(ctx, res, false)
 }
 
 // SeedCopies lists the seeds this node holds copies of.

@@ -67,13 +67,15 @@ func startPeer(f *serveFlags, member *cluster.Member, mgr *branches.Manager, log
 	if err != nil {
 		return nil, fmt.Errorf("--peer-listen: %w", err)
 	}
-	srv := &http.Server{Handler: peer.Handler(mgr, log), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: peer.Handler(mgr, log), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: zap.NewStdLog(log.WithOptions(zap.IncreaseLevel(zap.InfoLevel)))} // failed handshakes
 	if member != nil {
-		if srv.TLSConfig, err = member.PeerListenerConfig(); err != nil {
+		cfg, err := member.PeerListenerConfig()
+		if err != nil {
 			ln.Close()
 			return nil, err
 		}
-		ln = tls.NewListener(ln, srv.TLSConfig)
+		ln = tls.NewListener(ln, cfg)
 	}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
