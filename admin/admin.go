@@ -31,6 +31,7 @@ type Manager interface {
 	Info() branches.ServerInfo
 	Diff(ctx context.Context, name string, opts branches.DiffOptions) (branches.DiffResult, error)
 	Nodes(ctx context.Context) ([]branches.NodeInfo, error)
+	SetDraining(ctx context.Context, id string, draining bool) error
 }
 
 // Store keeps the API's tokens and its audit log; the catalog is one.
@@ -160,6 +161,14 @@ func (a *API) listNodes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, ns)
+}
+
+func (a *API) drainNode(w http.ResponseWriter, r *http.Request) {
+	a.result(w, a.m.SetDraining(r.Context(), r.PathValue("name"), true))
+}
+
+func (a *API) resumeNode(w http.ResponseWriter, r *http.Request) {
+	a.result(w, a.m.SetDraining(r.Context(), r.PathValue("name"), false))
 }
 
 func (a *API) resetBranch(w http.ResponseWriter, r *http.Request) {

@@ -69,6 +69,8 @@ func (f *fakeManager) Destroy(_ context.Context, source, name string) error {
 	f.calls = append(f.calls, "destroy "+source+"/"+name)
 	return f.err
 }
+func (f *fakeManager) SetDraining(context.Context, string, bool) error { return nil }
+
 func (f *fakeManager) Nodes(context.Context) ([]branches.NodeInfo, error) {
 	return []branches.NodeInfo{{ID: "n1", Slot: 1, Epoch: 3, State: "active"}}, f.err
 }

@@ -54,6 +54,8 @@ func (a *API) routes() []Route {
 		{Pattern: "PATCH /v1/branches/{name}", Need: Admin, Action: "branch.set", Handler: a.setBranch},
 		{Pattern: "DELETE /v1/branches/{name}", Need: BranchWrite, Action: "branch.destroy", Handler: a.destroyBranch},
 		{Pattern: "GET /v1/nodes", Need: Read, Handler: a.listNodes},
+		{Pattern: "POST /v1/nodes/{name}/drain", Need: Admin, Action: "node.drain", Handler: a.drainNode},
+		{Pattern: "POST /v1/nodes/{name}/resume", Need: Admin, Action: "node.resume", Handler: a.resumeNode},
 		{Pattern: "GET /v1/tokens", Need: Admin, Handler: a.listTokens},
 		{Pattern: "POST /v1/tokens", Need: Admin, Action: "token.create", Target: bodyTarget(false), Handler: a.createToken},
 		{Pattern: "DELETE /v1/tokens/{name}", Need: Admin, Action: "token.remove", Handler: a.removeToken},

@@ -41,6 +41,9 @@ var (
 	// it is possible. It is catalog.ErrLost, and comes from the catalog wrapped
 	// with ErrFenced.
 	ErrLost = catalog.ErrLost
+	// ErrDraining: this node is draining and creates no new branch (its
+	// branches go on serving). It is catalog.ErrDraining, wrapped with ErrFenced.
+	ErrDraining = catalog.ErrDraining
 )
 
 // Resource errors.

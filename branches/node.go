@@ -3,6 +3,7 @@ package branches
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
@@ -157,4 +158,28 @@ func (m *Manager) Nodes(ctx context.Context) ([]NodeInfo, error) {
 			LeaseUntil: n.LeaseUntil, LeaseAgeMS: n.LeaseAge.Milliseconds(), Load: n.Load, Self: n.ID == me && n.Epoch == epoch})
 	}
 	return out, nil
+}
+
+// SetDraining drains the node id ("" for this server's), or resumes it
+// (catalog.SetDraining): fronts place no new branch on a draining node, and it
+// creates none, while its branches go on serving.
+func (m *Manager) SetDraining(ctx context.Context, id string, draining bool) error {
+	if id == "" {
+		me, _, ok := m.cat.Registration()
+		if !ok {
+			return fmt.Errorf("%w: this server is no node of several (serve --role node); name the node", ErrInvalid)
+		}
+		id = me
+	}
+	err := m.cat.SetDraining(ctx, id, draining)
+	if errors.Is(err, catalog.ErrNodeDead) {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if err == nil {
+		m.log.Info("node drain", zap.String("node", id), zap.Bool("draining", draining))
+		if !draining {
+			m.kickReaper() // refill the warm pool
+		}
+	}
+	return err
 }

@@ -183,7 +183,7 @@ func refillNow(have, want int, sinceClaim time.Duration) bool {
 func (m *Manager) refillPools() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed || m.cat.NodeLost() { // a lost node creates nothing (node.go)
+	if m.closed || m.cat.NodeLost() || m.cat.Draining() { // a lost or draining node creates nothing (node.go)
 		return
 	}
 	refilling := 0

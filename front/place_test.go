@@ -47,3 +47,20 @@ func TestPlaceOnHolders(t *testing.T) {
 		t.Fatalf("with the holder away: %v, want a and c", got)
 	}
 }
+
+// TestPlaceSkipsDraining: no new name goes to a draining node.
+func TestPlaceSkipsDraining(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	r.node("a", "10.0.0.1:1", time.Hour, 0)
+	r.node("b", "10.0.0.2:1", time.Hour, 0)
+	if err := r.cat.SetDraining(ctx, "b", true); err != nil {
+		t.Fatal(err)
+	}
+	b := New(r.cat, nil)
+	for i := range 16 {
+		if addr, err := addrOf(t, b, fmt.Sprintf("app@d%d", i)); err != nil || addr != "10.0.0.1:1" {
+			t.Fatalf("placed on %q (%v), want only a", addr, err)
+		}
+	}
+}

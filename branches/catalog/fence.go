@@ -145,6 +145,8 @@ func (c *Catalog) nodeRefusal(ctx context.Context, q rowQuerier, forNew bool) er
 		return nodeLostErr(me)
 	case err != nil:
 		return fmt.Errorf("read node %s: %w", me.id, err)
+	case forNew && state == NodeDraining:
+		return fmt.Errorf("node %s takes no new branch: %w: %w", me.id, ErrDraining, ErrFenced)
 	case forNew && state != NodeActive:
 		return fmt.Errorf("node %s is %s and takes no new branch: %w", me.id, state, ErrFenced)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,7 +26,7 @@ type NodeState string
 // Node states.
 const (
 	NodeActive   NodeState = "active"
-	NodeDraining NodeState = "draining" // no new branches (not used yet)
+	NodeDraining NodeState = "draining" // no new branches (drain.go)
 	NodeDead     NodeState = "dead"     // declared by the janitor; its branches are Lost
 )
 
@@ -61,6 +62,8 @@ type nodeReg struct {
 	epoch int64
 	lost  chan struct{} // closed once the registration is found gone (markLost)
 	once  sync.Once
+	// draining is the node's state as last read (drain.go).
+	draining atomic.Bool
 }
 
 // gone reports whether the registration was found gone.
@@ -75,7 +78,8 @@ func (r *nodeReg) gone() bool {
 
 // Register registers this process as the node id (the state directory's id),
 // listening on addr, with a lease of ttl: a new node gets the lowest free slot, a
-// known one keeps its slot; either way its epoch goes up by one and it is active.
+// known one keeps its slot; either way its epoch goes up by one and it is active
+// (draining if it was).
 // The node then adopts its branch rows (its own and those of no node) under the
 // new epoch, except those declared lost. From then on the catalog's writes of the
 // node's work (branches, sources, seeds, server settings) are fenced by the
@@ -90,7 +94,8 @@ func (c *Catalog) Register(ctx context.Context, id, addr string, ttl time.Durati
 		if err := c.d.lockNodes(ctx, tx.tx); err != nil {
 			return err
 		}
-		err := tx.queryRow(ctx, `SELECT slot, epoch FROM nodes WHERE id = ?`+c.d.forUpdate(), id).Scan(&n.Slot, &n.Epoch)
+		n.State = NodeActive
+		err := tx.queryRow(ctx, `SELECT slot, epoch, state FROM nodes WHERE id = ?`+c.d.forUpdate(), id).Scan(&n.Slot, &n.Epoch, &n.State)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			if n.Slot, err = freeSlot(ctx, tx); err != nil {
@@ -100,9 +105,13 @@ func (c *Catalog) Register(ctx context.Context, id, addr string, ttl time.Durati
 			_, err = tx.exec(ctx, `INSERT INTO nodes (id, slot, addr, epoch, lease_until, state, load)
 				VALUES (?, ?, ?, ?, `+c.d.nowNanos()+` + ?, ?, '{}')`, id, n.Slot, addr, n.Epoch, int64(ttl), NodeActive)
 		case err == nil:
+			// A drained node stays drained across its restarts (drain.go).
 			n.Epoch++
+			if n.State != NodeDraining {
+				n.State = NodeActive
+			}
 			_, err = tx.exec(ctx, `UPDATE nodes SET addr = ?, epoch = ?, lease_until = `+c.d.nowNanos()+` + ?, state = ? WHERE id = ?`,
-				addr, n.Epoch, int64(ttl), NodeActive, id)
+				addr, n.Epoch, int64(ttl), n.State, id)
 		}
 		if err != nil {
 			return fmt.Errorf("register node %s: %w", id, err)
@@ -117,8 +126,10 @@ func (c *Catalog) Register(ctx context.Context, id, addr string, ttl time.Durati
 	if err != nil {
 		return Node{}, err
 	}
-	n.ID, n.Addr, n.State = id, addr, NodeActive
-	c.node.Store(&nodeReg{id: id, epoch: n.Epoch, lost: make(chan struct{})})
+	n.ID, n.Addr = id, addr
+	reg := &nodeReg{id: id, epoch: n.Epoch, lost: make(chan struct{})}
+	reg.draining.Store(n.State == NodeDraining)
+	c.node.Store(reg)
 	return n, nil
 }
 
@@ -177,16 +188,28 @@ func (c *Catalog) Heartbeat(ctx context.Context, addr, peer string, ttl time.Dur
 	if err != nil {
 		return err
 	}
-	res, err := c.exec(ctx, `UPDATE nodes SET lease_until = `+c.d.nowNanos()+` + ?, load = ?, addr = ?, peer_addr = ?
-		WHERE id = ? AND epoch = ? AND state <> ?`, int64(ttl), string(js), addr, peer, me.id, me.epoch, NodeDead)
-	if err != nil {
-		return fmt.Errorf("heartbeat: %w", err)
+	if err := c.owned(ctx); err != nil {
+		return err
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	var state NodeState
+	err = c.queryRow(ctx, `UPDATE nodes SET lease_until = `+c.d.nowNanos()+` + ?, load = ?, addr = ?, peer_addr = ?
+		WHERE id = ? AND epoch = ? AND state <> ? RETURNING state`, int64(ttl), string(js), addr, peer, me.id, me.epoch, NodeDead).Scan(&state)
+	if errors.Is(err, sql.ErrNoRows) {
 		c.markLost(me)
 		return fmt.Errorf("%w (node %s, epoch %d)", errNodeLost, me.id, me.epoch)
 	}
+	if err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
+	me.draining.Store(state == NodeDraining)
 	return nil
+}
+
+// Draining reports whether this node was draining at its registration or last
+// heartbeat, or since it drained itself.
+func (c *Catalog) Draining() bool {
+	me := c.node.Load()
+	return me != nil && me.draining.Load()
 }
 
 // Nodes lists the nodes by slot, with each lease's age by the catalog's clock.

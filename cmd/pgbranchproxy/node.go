@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -13,8 +15,46 @@ import (
 
 func newNode(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "node", Short: "Show the nodes registered in the catalog"}
-	cmd.AddCommand(newNodeLs(g))
+	cmd.AddCommand(newNodeLs(g), newNodeDrain(g, true), newNodeDrain(g, false))
 	return cmd
+}
+
+// newNodeDrain is node drain (draining) or node resume.
+func newNodeDrain(g *globalFlags, draining bool) *cobra.Command {
+	use, short, verb := "resume [ID]", "Let a drained node take new branches again", "resume"
+	if draining {
+		use, short, verb = "drain [ID]", "Place no new branch on a node (default: this server's); its branches go on serving", "drain"
+	}
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c := newClient(g)
+			id := ""
+			if len(args) == 1 {
+				id = args[0]
+			} else {
+				var nodes []branches.NodeInfo
+				if err := c.call(cmd.Context(), http.MethodGet, "/v1/nodes", nil, &nodes); err != nil {
+					return err
+				}
+				for _, n := range nodes {
+					if n.Self {
+						id = n.ID
+					}
+				}
+				if id == "" {
+					return errors.New("this server is no node of several: name the node (node ls)")
+				}
+			}
+			if err := c.call(cmd.Context(), http.MethodPost, "/v1/nodes/"+url.PathEscape(id)+"/"+verb, nil, nil); err != nil {
+				return err
+			}
+			fmt.Printf("node %s: %s\n", id, map[bool]string{true: "draining", false: "active"}[draining])
+			return nil
+		},
+	}
 }
 
 func newNodeLs(g *globalFlags) *cobra.Command {
