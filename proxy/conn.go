@@ -83,7 +83,7 @@ func (s *Server) handle(raw net.Conn) {
 		s.refuse(conn, log, err)
 		return
 	}
-	sc, reused, err := s.serverSession(ctx, lease, serverParams(lease, route))
+	lease, sc, reused, err := s.sessionOn(ctx, lease, route)
 	if err != nil {
 		lease.Release()
 		var be *backendError
@@ -128,6 +128,25 @@ func (s *Server) handle(raw net.Conn) {
 		return
 	}
 	s.endSession(lease, sc, end == relayIdle, appName, log)
+}
+
+// sessionOn opens the route's server session on lease or, when that server
+// refused it and the lease finds the branch elsewhere (Rerouter), on the lease
+// found, which it returns.
+func (s *Server) sessionOn(ctx context.Context, lease Lease, route router.Route) (Lease, *serverConn, bool, error) {
+	sc, reused, err := s.serverSession(ctx, lease, serverParams(lease, route))
+	var be *backendError
+	rr, ok := lease.(Rerouter)
+	if err == nil || !ok || !errors.As(err, &be) {
+		return lease, sc, reused, err
+	}
+	next, rerr := rr.Reroute(ctx)
+	if rerr != nil || next == nil {
+		return lease, sc, reused, err
+	}
+	lease.Release()
+	sc, reused, err = s.serverSession(ctx, next, serverParams(next, route))
+	return next, sc, reused, err
 }
 
 // cancelSecret registers the session's cancel key and returns the secret to give

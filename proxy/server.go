@@ -43,6 +43,15 @@ type RouteForwarder interface {
 	RouteParams() map[string]string
 }
 
+// A Rerouter is a Lease that can find its branch elsewhere when the server it
+// leads to refused the session: a front's lease for a new name, placed on a node
+// that lost the name to another node (two fronts that saw different live nodes
+// placed it on two). Reroute returns the lease to use instead, or nil when
+// there is nowhere else to go; the proxy asks at most once per session.
+type Rerouter interface {
+	Reroute(ctx context.Context) (Lease, error)
+}
+
 // A Noticer is a Lease with something to tell its client: each text goes to the
 // client as a NOTICE once the session has started.
 type Noticer interface {
