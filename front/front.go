@@ -113,7 +113,8 @@ func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, er
 		if err != nil {
 			return nil, err
 		}
-		return &lease{node: node, addr: addr, opts: opts, dial: b.dial, deadline: deadline}, nil
+		return &lease{node: node, addr: addr, opts: opts, dial: b.dial, deadline: deadline,
+			reroute: b.follower(k, node, opts, deadline)}, nil
 	}
 	if rt.Branch.State == catalog.Lost {
 		if k.branch == r.Branch && (r.Options.Ephemeral || r.Options.Reset) {
@@ -156,8 +157,24 @@ func (b *Branches) recreate(ctx context.Context, lost catalog.Branch, source, na
 	if err != nil {
 		return nil, err
 	}
-	return &noticeLease{lease: lease{node: node, addr: addr, opts: opts, dial: b.dial, deadline: deadline},
+	return &noticeLease{lease: lease{node: node, addr: addr, opts: opts, dial: b.dial, deadline: deadline,
+		reroute: b.follower(routeKey{source, name}, node, opts, deadline)},
 		notices: []string{"branch " + name + " was on a node that was lost; it was made again from its source's seed"}}, nil
+}
+
+// follower returns the Reroute of a new name k placed on node: the route read
+// again from the catalog, if the name's branch is now on another live node.
+func (b *Branches) follower(k routeKey, placed string, opts router.Options, deadline time.Time) func(context.Context) (proxy.Lease, error) {
+	return func(ctx context.Context) (proxy.Lease, error) {
+		b.cache.forget(k)
+		rt, err := b.route(ctx, k.source, k.branch)
+		if err != nil || rt.Branch.ID == 0 || rt.NodeID == placed || rt.NodeAddr == "" || !rt.NodeLive ||
+			rt.NodeState == catalog.NodeDead || rt.Branch.State == catalog.Lost {
+			return nil, err
+		}
+		return &lease{node: rt.NodeID, addr: rt.NodeAddr, opts: opts, dial: b.dial, deadline: deadline,
+			unreachable: func() { b.cache.forget(k) }}, nil
+	}
 }
 
 // catalogError is what a client is told when the catalog failed.

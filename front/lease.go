@@ -22,6 +22,9 @@ type lease struct {
 	dial        Dialer
 	deadline    time.Time // until when a node that is away is tried again (Acquire's deadline)
 	unreachable func()    // called when the node does not answer; nil: nothing to do
+	// reroute, for a new name's lease, finds where the name went when the node
+	// refused it (Reroute); nil for a branch that has a row.
+	reroute func(ctx context.Context) (proxy.Lease, error)
 }
 
 // dialTimeout bounds one connect to a node: one that is cut off is given up in
@@ -34,7 +37,23 @@ const dialTimeout = 5 * time.Second
 // a session, for the node's lease (awaitOwner) and for its connect (Dial).
 const ownerRetry = 10 * time.Second
 
-var _ proxy.RouteForwarder = (*lease)(nil)
+var (
+	_ proxy.RouteForwarder = (*lease)(nil)
+	_ proxy.Rerouter       = (*lease)(nil)
+)
+
+// Reroute, for a new name's lease, follows the name to the node that made its
+// branch when the node it was placed on refused the session: fronts that saw
+// different live nodes (one joining, a lease running out, a seed copy
+// completing) placed the name on two nodes, and the other won the name's row.
+// The unique row decides; the client is served by the winner rather than
+// refused. nil when the name is on no other live node.
+func (l *lease) Reroute(ctx context.Context) (proxy.Lease, error) {
+	if l.reroute == nil {
+		return nil, nil
+	}
+	return l.reroute(ctx)
+}
 
 // Dial connects to the node, trying again until l.deadline while it is not
 // reachable, each connect bounded by dialTimeout and by l.deadline; the proxy

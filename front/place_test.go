@@ -64,3 +64,38 @@ func TestPlaceSkipsDraining(t *testing.T) {
 		}
 	}
 }
+
+// TestRerouteToWinner: a new name's lease, refused by its node, follows the name
+// to the node whose row won it; not to the node it was placed on, and a lease of
+// a branch that had a row has nowhere else to go.
+func TestRerouteToWinner(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	nodes := map[string]*catalog.Catalog{
+		"10.0.0.1:1": r.node("a", "10.0.0.1:1", time.Hour, 0),
+		"10.0.0.2:1": r.node("b", "10.0.0.2:1", time.Hour, 0),
+	}
+	b := New(r.cat, nil)
+	l, err := b.Acquire(ctx, route(t, "app@x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	placed := l.(*lease)
+	if next, err := placed.Reroute(ctx); next != nil || err != nil {
+		t.Fatalf("reroute with no row anywhere: %v %v", next, err)
+	}
+	other := "10.0.0.1:1"
+	if placed.addr == other {
+		other = "10.0.0.2:1"
+	}
+	if _, err := nodes[other].InsertBranch(ctx, catalog.Branch{Source: "app", Name: "x", State: catalog.Creating}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	next, err := placed.Reroute(ctx)
+	if err != nil || next == nil || next.(*lease).addr != other {
+		t.Fatalf("reroute to the winner %s: %+v %v", other, next, err)
+	}
+	if again, err := next.(*lease).Reroute(ctx); again != nil || err != nil {
+		t.Fatalf("a lease of a branch with a row rerouted: %+v %v", again, err)
+	}
+}
