@@ -20,14 +20,17 @@ type cluster struct {
 	cat    *catalogServer
 	nodes  []*member
 	fronts []*member
+	// seedsCopied is how long the nodes took to copy the source's seed from
+	// the one that built it, once the fronts had started.
+	seedsCopied time.Duration
 }
 
 // seedSQL is the source every branch of the simulation starts from.
 const seedSQL = `CREATE TABLE t (id int PRIMARY KEY, v text); INSERT INTO t SELECT g, 'seed' FROM generate_series(1, 100) g;`
 
 // startCluster starts the catalog, nNodes nodes and nFronts fronts, with the
-// cluster's mutual TLS between fronts and nodes, and adds the source app on the
-// first node. The test's cleanups stop every process by its id (fronts, nodes,
+// cluster's mutual TLS between fronts and nodes, adds the source app on the
+// first node, and waits until every node holds its seed. The test's cleanups stop every process by its id (fronts, nodes,
 // then the catalog), check that no mount and no postmaster is left under the
 // run's directory, and remove the namespaces and the directory.
 func startCluster(t *testing.T, ctx context.Context, nNodes, nFronts int) *cluster {
@@ -82,7 +85,39 @@ func startCluster(t *testing.T, ctx context.Context, nNodes, nFronts int) *clust
 		m.start(t)
 		t.Cleanup(func() { m.stop(t) })
 	}
+	c.seedsCopied = c.waitSeeds(t)
 	return c
+}
+
+// waitSeeds waits until every node holds the newest seed of source app, as
+// fronts see it, so that they place new names on any node (they place them only
+// where the seed is): its builder holds it, another node once it has copied it
+// (its manifest.json is under <state-dir>/seeds/app/c<seed id>) and recorded
+// the copy in the catalog. It returns how long it waited.
+func (c *cluster) waitSeeds(t *testing.T) time.Duration {
+	t.Helper()
+	var (
+		id    int64
+		built string
+	)
+	if err := c.cat.db.QueryRow(`SELECT id, node_id FROM seeds WHERE source = 'app' ORDER BY generation DESC LIMIT 1`).
+		Scan(&id, &built); err != nil {
+		t.Fatalf("catalog: the seed of app: %v", err)
+	}
+	return eventually(t, time.Minute, "every node to hold app's seed", func() bool {
+		for _, n := range c.nodes {
+			if n.name == built {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(n.state, "seeds", "app", fmt.Sprintf("c%d", id), "manifest.json")); err != nil {
+				return false
+			}
+			if c.cat.count(t, "SELECT count(*) FROM node_seeds WHERE node_id = $1 AND seed_id = $2", n.name, id) != 1 {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // newMember lays out a member's directory: its state directory and its log.

@@ -26,7 +26,8 @@ func TestSmoke(t *testing.T) {
 	t.Logf("machine: %s", machineLine())
 	start := time.Now()
 	c := startCluster(t, ctx, 2, 3)
-	t.Logf("cluster up in %s: a catalog, %d nodes, %d fronts", time.Since(start).Round(time.Millisecond), len(c.nodes), len(c.fronts))
+	t.Logf("cluster up in %s: a catalog, %d nodes, %d fronts; every node held the source's seed %s after the fronts started",
+		time.Since(start).Round(time.Millisecond), len(c.nodes), len(c.fronts), c.seedsCopied.Round(time.Millisecond))
 
 	scenario := func(name string, f func(t *testing.T)) {
 		t.Run(name, func(t *testing.T) {
