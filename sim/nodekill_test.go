@@ -13,20 +13,20 @@ import (
 const servedAgainTarget = 10 * time.Second
 
 // branchesOn creates branches through the fronts (row 1's v set to the name)
-// until every node holds at least two, and returns each node's names.
-func branchesOn(t *testing.T, ctx context.Context, c *cluster, prefix string) map[string][]string {
+// until every node holds at least per, and returns each node's names.
+func branchesOn(t *testing.T, ctx context.Context, c *cluster, prefix string, per int) map[string][]string {
 	t.Helper()
 	on := map[string][]string{}
 	for i := 0; ; i++ {
 		enough := true
 		for _, n := range c.nodes {
-			enough = enough && len(on[n.name]) >= 2
+			enough = enough && len(on[n.name]) >= per
 		}
 		if enough {
 			return on
 		}
-		if i == 24 {
-			t.Fatalf("24 new names did not give every node two branches: %v", on)
+		if i == 12*per {
+			t.Fatalf("%d new names did not give every node %d branches: %v", i, per, on)
 		}
 		name := fmt.Sprintf("%s-%d", prefix, i)
 		if err := c.write(ctx, c.fronts[i%len(c.fronts)], name, name); err != nil {
