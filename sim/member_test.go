@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -148,17 +149,14 @@ func (m *member) branches(t *testing.T) map[string]branches.Info {
 	return out
 }
 
-// creates is the node's count of branch creations (its metrics, read over its
-// admin socket).
-func (m *member) creates(t *testing.T) int {
+// creates is the node's count of branch creations.
+func (m *member) creates(t *testing.T) int { return m.actions(t, "create", "") }
+
+// actions is the node's count of the branch actions action (create, stop,
+// destroy) for reason (any with ""), from its metrics.
+func (m *member) actions(t *testing.T, action, reason string) int {
 	t.Helper()
-	sock := filepath.Join(m.state, "admin.sock")
-	hc := http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		}}}
-	resp, err := hc.Get("http://admin/metrics")
+	resp, err := m.admin().Get("http://admin/metrics")
 	if err != nil {
 		t.Fatalf("%s metrics: %v", m.name, err)
 	}
@@ -167,9 +165,13 @@ func (m *member) creates(t *testing.T) int {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("%s metrics: %s %v", m.name, resp.Status, err)
 	}
+	prefix := `pgbranch_branch_actions_total{action="` + action + `",reason="` + reason
+	if reason != "" {
+		prefix += `"`
+	}
 	n := 0
 	for _, line := range strings.Split(string(body), "\n") {
-		if !strings.HasPrefix(line, `pgbranch_branch_actions_total{action="create"`) {
+		if !strings.HasPrefix(line, prefix) {
 			continue
 		}
 		f := strings.Fields(line)
@@ -180,4 +182,32 @@ func (m *member) creates(t *testing.T) int {
 		n += int(v)
 	}
 	return n
+}
+
+// destroy destroys the node's branch name of source app through its admin API.
+func (m *member) destroy(ctx context.Context, name string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, "http://admin/v1/branches/"+url.PathEscape(name)+"?source=app", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := m.admin().Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		body, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("destroy %s on %s: %s %s", name, m.name, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
+// admin is an HTTP client of the node's admin socket.
+func (m *member) admin() *http.Client {
+	sock := filepath.Join(m.state, "admin.sock")
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		}}}
 }

@@ -39,6 +39,7 @@ func TestSmoke(t *testing.T) {
 	}
 	scenario("M3Race", func(t *testing.T) { testRace(t, ctx, c, reps) })
 	scenario("M5FrontKilledDuringCreate", func(t *testing.T) { testFrontKillDuringCreate(t, ctx, c, len(c.fronts)) })
+	scenario("M4FanOut", func(t *testing.T) { testFanOut(t, ctx, c) })
 	scenario("M12CancelElsewhere", func(t *testing.T) { testCancelElsewhere(t, ctx, c, branchesOn(t, ctx, c, "m12", 1)) })
 	var on map[string][]string
 	scenario("Branches", func(t *testing.T) { on = branchesOn(t, ctx, c, "b", 2) })
