@@ -17,10 +17,19 @@ import (
 // connect opens a session on db (e.g. app@feature) through front f, from the
 // client host, as a client behind a TCP load balancer that picked f would.
 func (c *cluster) connect(ctx context.Context, f *member, db string) (*pgx.Conn, error) {
+	return c.connectWith(ctx, f, db, "")
+}
+
+// connectWith is connect with the startup parameter options (such as
+// "-c pgbranch.ephemeral=on"), unless it is "".
+func (c *cluster) connectWith(ctx context.Context, f *member, db, options string) (*pgx.Conn, error) {
 	host, port, _ := net.SplitHostPort(f.addr)
 	cfg, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%s user=postgres dbname=%s sslmode=disable", host, port, db))
 	if err != nil {
 		return nil, err
+	}
+	if options != "" {
+		cfg.RuntimeParams["options"] = options
 	}
 	cfg.DialFunc = f.dialer
 	return pgx.ConnectConfig(ctx, cfg)

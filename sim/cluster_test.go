@@ -120,6 +120,18 @@ func (c *cluster) waitSeeds(t *testing.T) time.Duration {
 	})
 }
 
+// restartNodes stops every node with SIGTERM (its branch servers stop with it)
+// and starts it again on its state directory with extra added to its flags, for
+// the rest of a scenario; restartNodes with none gives them back their own.
+func (c *cluster) restartNodes(t *testing.T, extra ...string) {
+	t.Helper()
+	for _, n := range c.nodes {
+		n.stop(t)
+		n.extra = extra
+		n.start(t)
+	}
+}
+
 // newMember lays out a member's directory: its state directory and its log.
 func (c *cluster) newMember(name string, h *host, port string, node bool) *member {
 	home := filepath.Join(c.dir, h.name)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,6 +29,7 @@ type member struct {
 	addr   string // host:port it listens on
 	state  string // its --state-dir
 	args   []string
+	extra  []string // flags a scenario adds for a while (cluster.restartNodes)
 	node   bool
 	dialer func(context.Context, string, string) (net.Conn, error) // from the client host
 	log    string
@@ -46,7 +48,7 @@ func (m *member) start(t *testing.T) {
 	}
 	defer f.Close()
 	fmt.Fprintf(f, "---- start %s\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(binPath, m.args...)
+	cmd := exec.Command(binPath, append(slices.Clip(m.args), m.extra...)...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := startIn(m.host.ns, cmd); err != nil {
 		t.Fatalf("start %s: %v", m.name, err)

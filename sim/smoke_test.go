@@ -55,6 +55,7 @@ func TestSmoke(t *testing.T) {
 	t.Logf("M6 summary: %d kills, served again through every front after the node's start: p50 %s max %s (target %s)", len(served),
 		percentile(served, 50).Round(time.Millisecond), percentile(served, 100).Round(time.Millisecond), servedAgainTarget)
 	scenario("Partition", func(t *testing.T) { testPartition(t, ctx, c, on) })
+	scenario("M13SessionsThroughSeveralFronts", func(t *testing.T) { testSharedBranch(t, ctx, c) })
 	t.Logf("simulation took %s; machine at the end: %s", time.Since(start).Round(time.Millisecond), machineLine())
 }
 
