@@ -18,16 +18,19 @@ const fanOutGoal = 1500 * time.Millisecond
 
 // testFanOut is M4: once every node holds the source's seed (fronts place a new
 // name only where it is), fanOutNames clients, released at once, each connect to
-// a new name through the fronts in turn and read from it. Every client must be
-// served the seed's row, and each name must live on exactly one node: its
-// catalog row's, the only node that lists it, with one postmaster. It reports
-// the time from connect to first row and the names per node, and destroys the
-// branches.
+// a new name through the fronts in turn and read from it; a client answered
+// 57P03 (its front waited out --startup-timeout) tries again, as clients are
+// told to. Every client must be served the seed's row within a minute, and each
+// name must live on exactly one node: its catalog row's, the only node that
+// lists it, with one postmaster. It reports the time from connect to first row
+// (retries included), the 57P03 answers and the names per node, and destroys
+// the branches.
 func testFanOut(t *testing.T, ctx context.Context, c *cluster) {
 	c.waitSeeds(t) // as at the cluster's start: fronts place new names only where the seed is
 	names := make([]string, fanOutNames)
 	waits := make([]time.Duration, fanOutNames)
 	errs := make([]error, fanOutNames)
+	retries := make([]int, fanOutNames)
 	release := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range names {
@@ -39,8 +42,13 @@ func testFanOut(t *testing.T, ctx context.Context, c *cluster) {
 			<-release
 			start := time.Now()
 			cctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
 			v, err := c.read(cctx, f, names[i])
-			cancel()
+			for sqlstate(err) == "57P03" && cctx.Err() == nil {
+				retries[i]++
+				time.Sleep(100 * time.Millisecond)
+				v, err = c.read(cctx, f, names[i])
+			}
 			waits[i] = time.Since(start)
 			if err == nil && v != "seed" {
 				err = fmt.Errorf("read %q, want the seed's", v)
@@ -63,10 +71,14 @@ func testFanOut(t *testing.T, ctx context.Context, c *cluster) {
 		t.Fatalf("M4: not every new name was served%s", c.logs())
 	}
 	perNode := fanOutPlacement(t, c, names)
-	t.Logf("M4: %d new names at once through %d fronts, all served in %s; connect to first row p50 %s p95 %s max %s (the design's goal for p95: %s); per node %s",
+	answered := 0
+	for _, n := range retries {
+		answered += n
+	}
+	t.Logf("M4: %d new names at once through %d fronts, all served in %s; connect to first row p50 %s p95 %s max %s (the design's goal for p95: %s); %d answers 57P03, each tried again; per node %s",
 		fanOutNames, len(c.fronts), all.Round(time.Millisecond), percentile(waits, 50).Round(time.Millisecond),
 		percentile(waits, 95).Round(time.Millisecond), percentile(waits, 100).Round(time.Millisecond), fanOutGoal,
-		spread(c, perNode))
+		answered, spread(c, perNode))
 	destroyAll(t, ctx, c, perNode)
 }
 
