@@ -44,7 +44,7 @@ bench: deps build ## side-by-side benchmarks (BENCH_QUICK=1 for a short run)
 soak: deps build ## long run under mixed load, fails on leaks and lost writes (SOAK_DURATION, default 10m; needs root)
 	SOAK_DURATION=$(SOAK_DURATION) $(GO) run ./integration/soak --bin $(BIN)/pgbranchproxy --shim $(BIN)/liblazyrw.so
 
-sim-smoke: deps ## fronts and nodes on network namespaces: race, node kill, partition, front kills (in make test; needs root)
+sim-smoke: deps ## fronts and nodes on network namespaces: race, fan-out, cancels, front kills, node kill, partition, shared sessions (in make test; needs root)
 	$(GO) test -count=1 -timeout 10m -v -run '^TestSmoke$$' ./sim
 
 sim: deps ## the same with M3 repeated SIM_RACE_REPS times (200) and M6 SIM_KILL_REPS times (10), for docs/scale-out.md (needs root)
