@@ -108,6 +108,7 @@ type Manager struct {
 	reaperDone chan struct{}
 	beatKick   chan struct{}
 	beatDone   chan struct{}
+	restart    chan struct{} // closed when the node was declared dead (Restart)
 
 	mu         sync.Mutex
 	closed     bool
@@ -241,7 +242,7 @@ func open(ctx context.Context, cfg Config, log *zap.Logger) (*Manager, error) {
 	running, _ := simplelru.NewLRU[key, struct{}](math.MaxInt32, nil)
 	m := &Manager{cfg: cfg, log: log, cat: cat, branches: map[key]*branch{}, sources: map[string]*sourceState{},
 		running: running, kick: make(chan struct{}, 1), reaperDone: make(chan struct{}),
-		beatKick: make(chan struct{}, 1), beatDone: make(chan struct{}),
+		beatKick: make(chan struct{}, 1), beatDone: make(chan struct{}), restart: make(chan struct{}),
 		creating: make(chan struct{}, cfg.MaxCreating), disown: disown}
 	if err := m.reconcile(ctx); err != nil {
 		disown()

@@ -55,6 +55,7 @@ func (m *Manager) heartbeat(ctx context.Context) {
 			return
 		case <-lost:
 			m.leaveNode(ctx)
+			m.askRestart(ctx)
 			return
 		case <-t.C:
 		case <-m.beatKick:
@@ -182,4 +183,35 @@ func (m *Manager) SetDraining(ctx context.Context, id string, draining bool) err
 		}
 	}
 	return err
+}
+
+// Restart is closed when this node's registration was lost because the
+// catalog's janitor declared it dead (it could not renew its lease for
+// Config.NodeDeadAfter, cut off from the catalog), once its branch servers are
+// stopped: serve then exits for its supervisor to start it again, and the new
+// process registers under a new epoch and serves what is still its own. A
+// registration taken by another process with this node's id does not close it:
+// a restart would only take the id back.
+func (m *Manager) Restart() <-chan struct{} { return m.restart }
+
+// askRestart closes Restart if the registration was lost to the janitor,
+// reading why until it can or ctx ends.
+func (m *Manager) askRestart(ctx context.Context) {
+	for {
+		dead, err := m.cat.DeclaredDead(ctx)
+		if err == nil {
+			if dead {
+				close(m.restart)
+			} else {
+				m.log.Error("another process registered as this node: this one serves nothing until it is restarted, " +
+					"which takes the node back; look for a second server on a copy of this state directory")
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(NodeTTL / 3):
+		}
+	}
 }

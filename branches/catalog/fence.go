@@ -48,6 +48,24 @@ func (c *Catalog) markLost(r *nodeReg) {
 	r.once.Do(func() { close(r.lost) })
 }
 
+// DeclaredDead reports, once the registration was found gone, whether it went
+// because the janitor declared the node dead (its row still carries this
+// registration's epoch), rather than because another process registered as
+// the node since (a higher epoch).
+func (c *Catalog) DeclaredDead(ctx context.Context) (bool, error) {
+	me := c.node.Load()
+	if me == nil || !me.gone() {
+		return false, nil
+	}
+	var epoch int64
+	var state NodeState
+	err := c.queryRow(ctx, `SELECT epoch, state FROM nodes WHERE id = ?`, me.id).Scan(&epoch, &state)
+	if err != nil {
+		return false, noRows(err, "node "+me.id)
+	}
+	return epoch == me.epoch && state == NodeDead, nil
+}
+
 // nodeLostErr is the refusal of a write by the lost registration r.
 func nodeLostErr(r *nodeReg) error {
 	return fmt.Errorf("%w (node %s, epoch %d)", errNodeLost, r.id, r.epoch)

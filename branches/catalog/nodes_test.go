@@ -148,6 +148,9 @@ func TestHeartbeat(t *testing.T) {
 		if got := nodeByID(t, c, "n1"); got.Load.Running == 99 || got.Epoch != 2 {
 			t.Fatalf("a stale heartbeat changed the row: %+v", got)
 		}
+		if dead, err := c.DeclaredDead(ctx); dead || err != nil {
+			t.Fatalf("DeclaredDead of a registration another process took = %v, %v, want false", dead, err)
+		}
 		if _, err := c.InsertBranch(ctx, catalog.Branch{Source: "a", Name: "y", State: catalog.Creating}, "create"); !errors.Is(err, catalog.ErrNodeLost) {
 			t.Fatalf("InsertBranch after the registration was lost = %v, want ErrNodeLost", err)
 		}
@@ -276,8 +279,14 @@ func TestJanitor(t *testing.T) {
 			t.Fatalf("second Janitor = %+v, %v, want nothing to do", s, err)
 		}
 		// The dead node learns it at its next heartbeat; its writes are fenced.
+		if dead, err := other.DeclaredDead(ctx); dead || err != nil {
+			t.Fatalf("DeclaredDead before the registration is found gone = %v, %v", dead, err)
+		}
 		if err := other.Heartbeat(ctx, "", "", time.Hour, catalog.Load{}); !errors.Is(err, catalog.ErrNodeLost) {
 			t.Fatalf("dead node's heartbeat = %v, want ErrNodeLost", err)
+		}
+		if dead, err := other.DeclaredDead(ctx); !dead || err != nil {
+			t.Fatalf("DeclaredDead of a node the janitor buried = %v, %v", dead, err)
 		}
 		// Registering again makes it active, without adopting its lost rows,
 		// which any node may delete.

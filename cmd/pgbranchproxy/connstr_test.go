@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -42,6 +43,7 @@ func TestExitCodes(t *testing.T) {
 		{&apiError{status: http.StatusConflict, msg: `branch "x" of source "app": already exists`}, exitExists},
 		{&apiError{status: http.StatusConflict, msg: "branch has open sessions"}, exitError},
 		{&apiError{status: http.StatusUnauthorized, msg: "missing or wrong bearer token"}, exitError},
+		{fmt.Errorf("serve: %w", errRestart), exitRestart},
 	} {
 		if got := exitCode(c.err); got != c.want {
 			t.Errorf("exitCode(%v) = %d, want %d", c.err, got, c.want)

@@ -17,7 +17,13 @@ const (
 	exitUsage    = 2 // bad command line: unknown command or flag, wrong arguments
 	exitNotFound = 3 // the branch or source does not exist; cluster issue: the directory has no CA
 	exitExists   = 4 // the branch or source already exists (create without --if-not-exists); the cluster CA or member already exists
+	// serve: the node was declared dead by the catalog's janitor and stopped its
+	// branches; start it again (EX_TEMPFAIL).
+	exitRestart = 75
 )
+
+// errRestart: serve ended because its node was declared dead (exitRestart).
+var errRestart = errors.New("the node was declared dead: start it again")
 
 // usageError is a mistake on the command line.
 type usageError struct{ err error }
@@ -35,6 +41,8 @@ func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.Is(err, errRestart):
+		return exitRestart
 	case errors.As(err, &ue), strings.HasPrefix(err.Error(), "unknown command"):
 		return exitUsage
 	case isStatus(err, http.StatusNotFound), errors.Is(err, cluster.ErrNoCA):

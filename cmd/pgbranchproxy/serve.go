@@ -370,7 +370,7 @@ func serve(g *globalFlags, f *serveFlags) error {
 	mgr.SetProxyAddr(cmpOr(f.advertise, ln.Addr().String()))
 	log.Info("pgbranchproxy ready", zap.String("listen", ln.Addr().String()), zap.String("state_dir", stateDir),
 		zap.String("admin", adminSock), zap.Bool("lazyrw", shim != ""))
-	err = serveUntilDone(ctx, stop, px, ln, log)
+	err = serveUntilDone(ctx, stop, px, ln, mgr.Restart(), log)
 	log.Info("shutting down", zap.Duration("grace", f.grace))
 	graceCtx, cancel := context.WithTimeout(context.Background(), f.grace)
 	if !px.Drain(graceCtx) {
@@ -393,9 +393,10 @@ func serve(g *globalFlags, f *serveFlags) error {
 	return err
 }
 
-// serveUntilDone serves px on ln until ctx ends (a signal) or the proxy stops
-// by itself, which ends ctx (stop) and is returned.
-func serveUntilDone(ctx context.Context, stop func(), px *proxy.Server, ln net.Listener, log *zap.Logger) error {
+// serveUntilDone serves px on ln until ctx ends (a signal), the proxy stops by
+// itself, or restart is closed (a node declared dead; nil for none); the last
+// two end ctx (stop) and return an error.
+func serveUntilDone(ctx context.Context, stop func(), px *proxy.Server, ln net.Listener, restart <-chan struct{}, log *zap.Logger) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- px.Serve(ctx, ln) }()
 	select {
@@ -405,6 +406,11 @@ func serveUntilDone(ctx context.Context, stop func(), px *proxy.Server, ln net.L
 		log.Error("proxy stopped", zap.Error(err))
 		stop()
 		return err
+	case <-restart:
+		log.Error("the catalog's janitor declared this node dead while it could not renew its lease; its branch servers " +
+			"are stopped: exiting, for its supervisor to start it again under a new registration")
+		stop()
+		return errRestart
 	}
 }
 

@@ -103,7 +103,7 @@ func serveFront(g *globalFlags, f *serveFlags) error {
 	}
 	log.Info("pgbranchproxy front ready", zap.String("listen", ln.Addr().String()), zap.String("catalog", cat.Backend()),
 		zap.String("to_nodes", map[bool]string{true: "mutual TLS as " + memberName(member), false: "plain TCP"}[member != nil]))
-	err = serveUntilDone(ctx, stop, px, ln, log)
+	err = serveUntilDone(ctx, stop, px, ln, nil, log)
 	log.Info("shutting down", zap.Duration("grace", f.grace))
 	graceCtx, cancel := context.WithTimeout(context.Background(), f.grace)
 	px.Drain(graceCtx)
