@@ -20,6 +20,10 @@ type Member struct {
 	cert     tls.Certificate
 	roots    *x509.CertPool
 	now      func() time.Time
+	// sessions keeps the TLS sessions this member resumed nodes with: a front
+	// opens one connection per client session, and a resumed handshake skips the
+	// certificates' signatures (the identity checks run on every handshake).
+	sessions tls.ClientSessionCache
 }
 
 // Load reads a member's files and checks that its certificate and key belong
@@ -45,7 +49,8 @@ func Load(f Files, now func() time.Time) (*Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Cert, err)
 	}
-	m := &Member{Role: role, Name: name, NotAfter: pair.Leaf.NotAfter, cert: pair, roots: x509.NewCertPool(), now: now}
+	m := &Member{Role: role, Name: name, NotAfter: pair.Leaf.NotAfter, cert: pair, roots: x509.NewCertPool(), now: now,
+		sessions: tls.NewLRUClientSessionCache(256)}
 	m.roots.AddCert(ca)
 	usage := x509.ExtKeyUsageClientAuth
 	if role == RoleNode {

@@ -49,9 +49,10 @@ func (m *Member) nodeDialConfig(node string) (*tls.Config, error) {
 		return nil, fmt.Errorf("%w: node name %q", ErrInvalid, node)
 	}
 	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{m.cert},
-		Time:         m.now,
+		MinVersion:         tls.VersionTLS13,
+		Certificates:       []tls.Certificate{m.cert},
+		Time:               m.now,
+		ClientSessionCache: m.sessions,
 		// The default verification checks the address against the SANs; the
 		// chain and the identity are checked in VerifyConnection instead.
 		InsecureSkipVerify: true,
