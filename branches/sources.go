@@ -48,6 +48,9 @@ type SourceInfo struct {
 	Pooled     int       `json:"pooled"`       // pooled branches ready or being made
 	CreatedAt  time.Time `json:"created_at"`
 	SeededAt   time.Time `json:"seeded_at"`
+	// Nodes, on a node of several, are the nodes that hold the current seed (its
+	// builder and the nodes with a copy), where fronts place new branches.
+	Nodes []string `json:"nodes,omitempty"`
 }
 
 // AddSource records a source and builds and settles its first seed, reporting steps
@@ -374,7 +377,38 @@ func (m *Manager) Sources() []SourceInfo {
 	for _, n := range names {
 		out = append(out, m.sourceInfo(n))
 	}
+	m.addSeedHolders(out)
 	return out
+}
+
+// holdersTimeout bounds the catalog reads of addSeedHolders.
+const holdersTimeout = 2 * time.Second
+
+// addSeedHolders fills in, on a node of several, the nodes that hold each
+// source's current seed; a catalog that does not answer within holdersTimeout
+// leaves them out.
+func (m *Manager) addSeedHolders(infos []SourceInfo) {
+	if !m.cfg.Join {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), holdersTimeout)
+	defer cancel()
+	for i := range infos {
+		m.mu.Lock()
+		var id int64
+		if s := m.sources[infos[i].Name]; s != nil && s.seed != nil {
+			id = s.seed.ID
+		}
+		m.mu.Unlock()
+		if id == 0 {
+			continue
+		}
+		nodes, err := m.cat.SeedHolders(ctx, id)
+		if err != nil {
+			return
+		}
+		infos[i].Nodes = nodes
+	}
 }
 
 func (m *Manager) sourceInfo(name string) SourceInfo {

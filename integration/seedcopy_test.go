@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -45,6 +46,13 @@ func TestSeedCopies(t *testing.T) {
 
 	copyOf := func(s *server) string { return seedCopy(s, "app") }
 	waitSeedCopy(t, b, "app")
+	eventually(t, 10*time.Second, "source ls names both nodes as holding the seed", func() bool {
+		var srcs []struct {
+			Nodes []string `json:"nodes"`
+		}
+		return json.Unmarshal([]byte(a.mustCLI("source", "ls", "--json")), &srcs) == nil && len(srcs) == 1 &&
+			slices.Equal(srcs[0].Nodes, []string{"node-a", "node-b"})
+	})
 	built, copied := filepath.Join(a.state, "seeds", "app", "g1", "data"), filepath.Join(copyOf(b), "data")
 	if got, want := seedChecksum(t, copied), seedChecksum(t, built); got != want {
 		t.Fatalf("the copy's content %s, the seed's %s", got, want)

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -111,9 +112,18 @@ func newSourceLs(g *globalFlags) *cobra.Command {
 				return json.NewEncoder(os.Stdout).Encode(out)
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tKIND\tGENERATION\tPG\tDATABASES\tBRANCHES")
+			nodes := slices.ContainsFunc(out, func(s branches.SourceInfo) bool { return len(s.Nodes) > 0 })
+			head := "NAME\tKIND\tGENERATION\tPG\tDATABASES\tBRANCHES"
+			if nodes {
+				head += "\tSEED ON NODES"
+			}
+			fmt.Fprintln(tw, head)
 			for _, s := range out {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\n", s.Name, s.Kind, s.Generation, s.PGVersion, strings.Join(s.Databases, ","), s.Branches)
+				line := fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%d", s.Name, s.Kind, s.Generation, s.PGVersion, strings.Join(s.Databases, ","), s.Branches)
+				if nodes {
+					line += "\t" + orDash(strings.Join(s.Nodes, ","))
+				}
+				fmt.Fprintln(tw, line)
 			}
 			return tw.Flush()
 		},
