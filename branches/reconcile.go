@@ -131,9 +131,20 @@ func (m *Manager) reconcileSeeds(ctx context.Context) error {
 		m.sources[s.Name] = &sourceState{src: s}
 	}
 	m.forgetMissingCopies(ctx, seeds)
+	// On a node of several, a source whose first seed this node was building when
+	// it stopped (the interrupted `source add` was this node's) is removed; one
+	// with a seed kept, or another node's build, or no seed row yet (another
+	// node's `source add` between its two writes) is not.
+	kept, interrupted := map[string]bool{}, map[string]bool{}
 	for _, sd := range seeds {
 		if sd.State != catalog.SeedReady && m.cfg.Join && !m.builtHere(sd) {
+			kept[sd.Source] = true
 			continue // another node may be building it
+		}
+		if sd.State == catalog.SeedReady {
+			kept[sd.Source] = true
+		} else {
+			interrupted[sd.Source] = true
 		}
 		if sd.State != catalog.SeedReady {
 			m.log.Info("removing seed whose build was interrupted", zap.String("source", sd.Source), zap.Int("generation", sd.Generation))
@@ -150,8 +161,8 @@ func (m *Manager) reconcileSeeds(ctx context.Context) error {
 		}
 	}
 	for name, st := range m.sources {
-		if st.seed == nil && m.cfg.Join {
-			delete(m.sources, name) // its first seed may be building on another node
+		if st.seed == nil && m.cfg.Join && (kept[name] || !interrupted[name]) {
+			delete(m.sources, name) // its first seed is another node's to finish
 			continue
 		}
 		if st.seed == nil {

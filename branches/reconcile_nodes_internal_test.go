@@ -3,6 +3,7 @@ package branches
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -84,5 +85,51 @@ func TestReconcileOwnRowsOnly(t *testing.T) {
 	}
 	if _, ok := m.branches[key{"s", "mine"}]; !ok {
 		t.Fatal("reconcile did not load this node's branch")
+	}
+}
+
+// On a node of several, reconcile removes a source whose first seed this node
+// was building when it stopped (its `source add` was interrupted), and keeps one
+// whose first seed another node builds, and one with no seed row yet.
+func TestReconcileInterruptedSourceAdd(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := newUnitManager(t, "")
+	m.cfg.Join = true
+	if _, err := m.cat.Register(ctx, "n1", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	other, err := catalog.Open(filepath.Join(m.cfg.StateDir, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.Register(ctx, "n2", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []string{"mine", "theirs", "unseeded"} {
+		if err := m.cat.AddSource(ctx, catalog.Source{Name: src, Kind: "empty"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := m.cat.AddSeed(ctx, catalog.Seed{Source: "mine"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.AddSeed(ctx, catalog.Seed{Source: "theirs"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srcs, err := m.cat.Sources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range srcs {
+		names = append(names, s.Name)
+	}
+	if !slices.Equal(names, []string{"s", "theirs", "unseeded"}) {
+		t.Fatalf("sources after reconcile: %v, want s, theirs and unseeded", names)
 	}
 }

@@ -15,12 +15,16 @@ type Swept struct {
 	Dead    []string // nodes declared dead
 	Lost    int      // their branches now Lost
 	Deleted int      // their Creating rows, deleted
+	Seeds   int      // their unfinished seed builds, deleted
+	Sources []string // sources they were adding, left with no seed and no branch, deleted
 }
 
 // Janitor declares dead every node, other than this process's, whose lease ran out
 // more than deadAfter ago by the catalog's clock; their branches become Lost and
 // their Creating rows (a creation that never finished, with no data worth keeping)
-// are deleted. It does nothing while the catalog has answered this process for
+// are deleted, and so are their unfinished seed builds, with the sources a build
+// was the first seed of (a `source add` the node died in), so that the name can be
+// added again. It does nothing while the catalog has answered this process for
 // less than deadAfter: after an outage the nodes need that long to renew their
 // leases. Any number of processes may run it at once: on Postgres each takes the
 // nodes it sweeps with SKIP LOCKED, and a node already dead is not swept again.
@@ -89,6 +93,9 @@ func (c *Catalog) bury(ctx context.Context, tx sqlTx, id string, deadAfter time.
 		return err
 	}
 	reason := fmt.Sprintf("janitor: node %s gave no heartbeat for %s", id, deadAfter)
+	if err := c.buryBuilds(ctx, tx, id, s); err != nil {
+		return err
+	}
 	now := time.Now().UnixNano()
 	for _, b := range bs {
 		if b.State == Creating {
@@ -116,4 +123,43 @@ func (c *Catalog) bury(ctx context.Context, tx sqlTx, id string, deadAfter time.
 // since the last call that found it unavailable.
 func (c *Catalog) Answering() time.Duration {
 	return time.Duration(time.Now().UnixNano() - c.lastFail.Load())
+}
+
+// buryBuilds deletes the dead node id's unfinished seed builds, and each source
+// that is left with no seed and no branch (the node died adding it), inside tx.
+func (c *Catalog) buryBuilds(ctx context.Context, tx sqlTx, id string, s *Swept) error {
+	rows, err := tx.tx.QueryContext(ctx, c.d.rebind(`SELECT DISTINCT source FROM seeds WHERE node_id = ? AND state <> ? ORDER BY source`), id, SeedReady)
+	if err != nil {
+		return err
+	}
+	var sources []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return err
+		}
+		sources = append(sources, name)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	res, err := tx.exec(ctx, `DELETE FROM seeds WHERE node_id = ? AND state <> ?`, id, SeedReady)
+	if err != nil {
+		return err
+	}
+	n, _ := res.RowsAffected()
+	s.Seeds += int(n)
+	for _, name := range sources {
+		res, err := tx.exec(ctx, `DELETE FROM sources WHERE name = ? AND NOT EXISTS (SELECT 1 FROM seeds WHERE source = ?)
+			AND NOT EXISTS (SELECT 1 FROM branches WHERE source = ?)`, name, name, name)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			s.Sources = append(s.Sources, name)
+		}
+	}
+	return nil
 }

@@ -244,6 +244,14 @@ func TestJanitor(t *testing.T) {
 		if mine.ID, err = c.InsertBranch(ctx, mine, "create"); err != nil {
 			t.Fatal(err)
 		}
+		// The dead node was adding source "half" (its first seed building) and
+		// building a new seed of "a".
+		addSources(t, c, "half")
+		for _, src := range []string{"half", "a"} {
+			if _, err := other.AddSeed(ctx, catalog.Seed{Source: src}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		s, err := c.Janitor(ctx, time.Minute)
 		if err != nil || !s.Skipped || len(s.Dead) > 0 {
 			t.Fatalf("Janitor just after Open = %+v, %v, want skipped: the catalog has answered for less than dead-after", s, err)
@@ -253,8 +261,13 @@ func TestJanitor(t *testing.T) {
 		}
 		catalog.TestSetAnswering(c, 2*time.Minute)
 		s, err = c.Janitor(ctx, time.Minute)
-		if err != nil || len(s.Dead) != 1 || s.Dead[0] != "gone" || s.Lost != 1 || s.Deleted != 1 {
-			t.Fatalf("Janitor = %+v, %v, want node gone dead, 1 branch lost, 1 creating row deleted", s, err)
+		if err != nil || len(s.Dead) != 1 || s.Dead[0] != "gone" || s.Lost != 1 || s.Deleted != 1 || s.Seeds != 2 ||
+			len(s.Sources) != 1 || s.Sources[0] != "half" {
+			t.Fatalf("Janitor = %+v, %v, want node gone dead, 1 branch lost, 1 creating row deleted, its 2 seed builds "+
+				"deleted, and source half, which it was adding", s, err)
+		}
+		if srcs, err := c.Sources(ctx); err != nil || len(srcs) != 1 || srcs[0].Name != "a" {
+			t.Fatalf("sources after the janitor: %+v %v, want a only", srcs, err)
 		}
 		if n := nodeByID(t, c, "gone"); n.State != catalog.NodeDead {
 			t.Fatalf("node gone is %s, want dead", n.State)
