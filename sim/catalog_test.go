@@ -25,8 +25,12 @@ import (
 type catalogServer struct {
 	host   *host
 	dir    string
+	proc   *brt.Process // runs its programs as OS user postgres
+	args   []string     // of its postgres
+	log    string
 	cmd    *exec.Cmd
 	exited chan struct{}
+	local  string  // the test's URL of database postgres, over the unix socket
 	url    string  // for nodes and fronts, over the simulated network
 	db     *sql.DB // the test's own connection, over the unix socket
 }
@@ -42,7 +46,7 @@ func startCatalog(t *testing.T, ctx context.Context, dir string, h *host, subnet
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &catalogServer{host: h, dir: dir, exited: make(chan struct{})}
+	c := &catalogServer{host: h, dir: dir}
 	data, run := filepath.Join(dir, "data"), filepath.Join(dir, "run")
 	for _, d := range []string{dir, data, run} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -68,29 +72,19 @@ func startCatalog(t *testing.T, ctx context.Context, dir string, h *host, subnet
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd, err := p.Command(context.Background(), "15", "postgres", "-D", data,
-		"-c", "listen_addresses="+h.addr.String(), "-c", "port=5432", "-c", "unix_socket_directories="+run,
-		"-c", "fsync=off", "-c", "shared_buffers=32MB", "-c", "max_connections=300")
-	if err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.Create(filepath.Join(dir, "catalog.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := startIn(h.ns, cmd); err != nil {
+	c.args = []string{"-D", data,
+		"-c", "listen_addresses=" + h.addr.String(), "-c", "port=5432", "-c", "unix_socket_directories=" + run,
+		"-c", "fsync=off", "-c", "shared_buffers=32MB", "-c", "max_connections=300"}
+	c.proc, c.log = p, filepath.Join(dir, "catalog.log")
+	if err := c.launch(); err != nil {
 		t.Fatalf("start the catalog: %v", err)
 	}
-	c.cmd = cmd
-	go func() { cmd.Wait(); close(c.exited) }()
 	t.Cleanup(func() { c.stop(t) })
-	local := "postgres:///postgres?host=" + run + "&user=postgres"
-	if err := waitPostgres(ctx, local, c.exited); err != nil {
-		t.Fatalf("the catalog did not start: %v\n%s", err, readTail(logf.Name(), 20))
+	c.local = "postgres:///postgres?host=" + run + "&user=postgres"
+	if err := waitPostgres(ctx, c.local, c.exited); err != nil {
+		t.Fatalf("the catalog did not start: %v\n%s", err, readTail(c.log, 20))
 	}
-	admin, err := sql.Open("pgx", local)
+	admin, err := sql.Open("pgx", c.local)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +97,59 @@ func startCatalog(t *testing.T, ctx context.Context, dir string, h *host, subnet
 	}
 	c.url = "postgres://postgres@" + net.JoinHostPort(h.addr.String(), "5432") + "/" + catalogDB + "?sslmode=disable"
 	return c
+}
+
+// launch starts the server's postgres on its host, its output appended to its log.
+func (c *catalogServer) launch() error {
+	cmd, err := c.proc.Command(context.Background(), "15", "postgres", c.args...)
+	if err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(c.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := startIn(c.host.ns, cmd); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	c.cmd, c.exited = cmd, exited
+	go func() { cmd.Wait(); close(exited) }()
+	return nil
+}
+
+// crash stops the server as `pg_ctl stop -m immediate` does (SIGQUIT to its
+// postmaster: every backend exits at once, without a checkpoint, and
+// connections are reset) and waits for its exit.
+func (c *catalogServer) crash(t *testing.T) {
+	t.Helper()
+	c.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-c.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the catalog (postmaster %d) did not exit within 30s of SIGQUIT", c.cmd.Process.Pid)
+	}
+}
+
+// restart starts the server again after crash (it recovers from its WAL) and
+// waits until it answers the test's pool, whose connections died with it.
+func (c *catalogServer) restart(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if err := c.launch(); err != nil {
+		t.Fatalf("start the catalog again: %v", err)
+	}
+	if err := waitPostgres(ctx, c.local, c.exited); err != nil {
+		t.Fatalf("the catalog did not start again: %v\n%s", err, readTail(c.log, 20))
+	}
+	// Each query that finds a dead connection drops it from the pool.
+	for range 10 {
+		if _, err := c.db.ExecContext(ctx, "SELECT 1"); err == nil {
+			return
+		}
+	}
+	t.Fatalf("the catalog answers, but not the test's pool")
 }
 
 // waitPostgres waits until a server answers at url, or exited is closed.
@@ -133,6 +180,11 @@ func waitPostgres(ctx context.Context, url string, exited <-chan struct{}) error
 func (c *catalogServer) stop(t *testing.T) {
 	if c.db != nil {
 		c.db.Close()
+	}
+	select {
+	case <-c.exited:
+		return // a scenario that stopped it failed before starting it again
+	default:
 	}
 	pid := c.cmd.Process.Pid
 	syscall.Kill(pid, syscall.SIGINT)

@@ -23,6 +23,12 @@ func (c *cluster) connect(ctx context.Context, f *member, db string) (*pgx.Conn,
 // connectWith is connect with the startup parameter options (such as
 // "-c pgbranch.ephemeral=on"), unless it is "".
 func (c *cluster) connectWith(ctx context.Context, f *member, db, options string) (*pgx.Conn, error) {
+	return c.connectNotices(ctx, f, db, options, nil)
+}
+
+// connectNotices is connectWith that passes every NOTICE the session gets,
+// from its startup on, to onNotice (unless it is nil).
+func (c *cluster) connectNotices(ctx context.Context, f *member, db, options string, onNotice func(string)) (*pgx.Conn, error) {
 	host, port, _ := net.SplitHostPort(f.addr)
 	cfg, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%s user=postgres dbname=%s sslmode=disable", host, port, db))
 	if err != nil {
@@ -32,7 +38,45 @@ func (c *cluster) connectWith(ctx context.Context, f *member, db, options string
 		cfg.RuntimeParams["options"] = options
 	}
 	cfg.DialFunc = f.dialer
+	if onNotice != nil {
+		cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { onNotice(n.Message) }
+	}
 	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// readWith is read with the startup parameter options; it also returns the
+// NOTICEs the session got.
+func (c *cluster) readWith(ctx context.Context, f *member, branch, options string) (string, []string, error) {
+	var (
+		mu      sync.Mutex
+		notices []string
+	)
+	conn, err := c.connectNotices(ctx, f, "app@"+branch, options, func(m string) {
+		mu.Lock()
+		notices = append(notices, m)
+		mu.Unlock()
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	defer conn.Close(context.Background())
+	var v string
+	err = conn.QueryRow(ctx, "SELECT v FROM t WHERE id = 1").Scan(&v)
+	mu.Lock()
+	defer mu.Unlock()
+	return v, notices, err
+}
+
+// message is the message of a server error, or the error's text.
+func message(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Message
+	}
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // read connects to branch of app through f, reads row 1's v and hangs up.
@@ -180,6 +224,27 @@ func (p *probe) summary(from, to time.Time) string {
 	}
 	sort.Strings(parts)
 	return fmt.Sprintf("%s, longest %s", strings.Join(parts, ", "), longest.Round(time.Millisecond))
+}
+
+// errorsSeen lists the distinct errors of the attempts started in [from, to),
+// as SQLSTATE and message, with their counts: "57P03 the branch was on a lost
+// node x3".
+func (p *probe) errorsSeen(from, to time.Time) string {
+	counts := map[string]int{}
+	for _, a := range p.attempts() {
+		if a.err != nil && !a.at.Before(from) && a.at.Before(to) {
+			counts[a.code()+" "+message(a.err)]++
+		}
+	}
+	var parts []string
+	for m, n := range counts {
+		parts = append(parts, fmt.Sprintf("%s x%d", m, n))
+	}
+	sort.Strings(parts)
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
 }
 
 // failures lists the attempts that did not succeed.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -129,6 +130,20 @@ func (c *cluster) restartNodes(t *testing.T, extra ...string) {
 		n.stop(t)
 		n.extra = extra
 		n.start(t)
+	}
+}
+
+// deadAfter gives the nodes --node-dead-after d, restarting them (restartNodes)
+// unless they run with it already.
+func (c *cluster) deadAfter(t *testing.T, d time.Duration) {
+	t.Helper()
+	want := []string{"--node-dead-after", d.String()}
+	for _, n := range c.nodes {
+		if !slices.Equal(n.extra, want) {
+			c.restartNodes(t, want...)
+			t.Logf("the nodes started again with --node-dead-after %s", d)
+			return
+		}
 	}
 }
 

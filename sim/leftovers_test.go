@@ -13,7 +13,8 @@ import (
 
 // sweepLeftovers removes what a run of the simulation that died without its
 // cleanups (killed, or a go test timeout) left: its processes, found by their
-// network namespace, its mounts and temporary directories, then its namespaces.
+// network namespace (after thawing its freezer cgroups: a frozen process cannot
+// die), its mounts and temporary directories, then its namespaces.
 // A run is over when its process, whose id is in the prefix, is gone; what a
 // live run owns is left alone. It returns what it removed.
 func sweepLeftovers() []string {
@@ -24,6 +25,17 @@ func sweepLeftovers() []string {
 		if deadRun(e.Name()) {
 			stale = append(stale, e.Name())
 		}
+	}
+	cgs, _ := filepath.Glob(filepath.Join(freezerRoot, "pgbsim-*"))
+	for _, cg := range cgs {
+		if !deadRun(filepath.Base(cg)) {
+			continue
+		}
+		if err := removeFreezer(cg); err != nil {
+			done = append(done, err.Error())
+			continue
+		}
+		done = append(done, "freezer cgroup "+cg+" thawed and removed")
 	}
 	for _, ns := range stale {
 		kinds := map[string]int{}

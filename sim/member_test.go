@@ -33,6 +33,8 @@ type member struct {
 	node   bool
 	dialer func(context.Context, string, string) (net.Conn, error) // from the client host
 	log    string
+	// freezer, when set, is the cgroup the process is started in (M8).
+	freezer *freezer
 
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -52,6 +54,14 @@ func (m *member) start(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := startIn(m.host.ns, cmd); err != nil {
 		t.Fatalf("start %s: %v", m.name, err)
+	}
+	if m.freezer != nil {
+		// Before it has forked anything: it registers in the catalog first.
+		if err := m.freezer.add(cmd.Process.Pid); err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("%s into its freezer cgroup: %v", m.name, err)
+		}
 	}
 	m.cmd, m.exited = cmd, make(chan struct{})
 	exited := m.exited
@@ -114,6 +124,17 @@ func (m *member) stop(t *testing.T) {
 		m.cmd.Process.Kill()
 		<-m.exited
 		t.Errorf("%s did not stop within 90s of SIGTERM:\n%s", m.name, m.tail())
+	}
+}
+
+// waitExit waits up to within for the process to exit on its own and returns
+// its exit code; ok is false if it still runs.
+func (m *member) waitExit(within time.Duration) (code int, ok bool) {
+	select {
+	case <-m.exited:
+		return m.cmd.ProcessState.ExitCode(), true
+	case <-time.After(within):
+		return 0, false
 	}
 }
 

@@ -89,6 +89,19 @@ func (n *network) cut(h *host) error { return ip("-n", h.ns, "link", "set", "dev
 // heal brings the host's link back up.
 func (n *network) heal(h *host) error { return ip("-n", h.ns, "link", "set", "dev", "eth0", "up") }
 
+// blackhole drops, on host h, every packet it sends to dst: h reaches every
+// other host as before, and dst nothing of h (dst's answers to h are routed as
+// usual, but nothing of h reaches it to be answered), as a partition between the
+// two alone would.
+func (n *network) blackhole(h, dst *host) error {
+	return ip("-n", h.ns, "route", "add", "blackhole", dst.addr.String()+"/32")
+}
+
+// unblackhole removes blackhole's route.
+func (n *network) unblackhole(h, dst *host) error {
+	return ip("-n", h.ns, "route", "del", "blackhole", dst.addr.String()+"/32")
+}
+
 // remove deletes the hosts and the switch. A namespace that still holds a
 // process is an error of the test (everything it starts is stopped before): the
 // process is killed, by its id, so that the namespace can go.
