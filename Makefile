@@ -6,6 +6,7 @@ FUZZ_TIME ?= 30s
 SOAK_DURATION ?= 10m
 SIM_RACE_REPS ?= 200
 SIM_KILL_REPS ?= 10
+SIM_CATALOG_STOP ?= 30s
 
 .PHONY: help build shim test test-short run bench fuzz lint deps clean image
 .PHONY: soak sim-smoke sim
@@ -44,11 +45,11 @@ bench: deps build ## side-by-side benchmarks (BENCH_QUICK=1 for a short run)
 soak: deps build ## long run under mixed load, fails on leaks and lost writes (SOAK_DURATION, default 10m; needs root)
 	SOAK_DURATION=$(SOAK_DURATION) $(GO) run ./integration/soak --bin $(BIN)/pgbranchproxy --shim $(BIN)/liblazyrw.so
 
-sim-smoke: deps ## fronts and nodes on network namespaces: race, fan-out, cancels, front kills, node kill, partition, shared sessions (in make test; needs root)
+sim-smoke: deps ## fronts and nodes on network namespaces: race, fan-out, cancels, front kills, node kill, partition, shared sessions, catalog stop and cut, frozen node (in make test; needs root)
 	$(GO) test -count=1 -timeout 10m -v -run '^TestSmoke$$' ./sim
 
-sim: deps ## the same with M3 repeated SIM_RACE_REPS times (200) and M6 SIM_KILL_REPS times (10), for docs/scale-out.md (needs root)
-	SIM_RACE_REPS=$(SIM_RACE_REPS) SIM_KILL_REPS=$(SIM_KILL_REPS) $(GO) test -count=1 -timeout 60m -v -run '^TestSmoke$$' ./sim
+sim: deps ## the same with M3 repeated SIM_RACE_REPS times (200), M6 SIM_KILL_REPS times (10), the catalog stopped SIM_CATALOG_STOP (30s), and M11's long cut and M7, for docs/scale-out.md (needs root)
+	SIM_RACE_REPS=$(SIM_RACE_REPS) SIM_KILL_REPS=$(SIM_KILL_REPS) SIM_CATALOG_STOP=$(SIM_CATALOG_STOP) SIM_LONG=1 $(GO) test -count=1 -timeout 60m -v -run '^TestSmoke$$' ./sim
 
 bench-branchbench: deps build ## BranchBench's five agentic workflows (BRANCHBENCH_QUICK=1 for a short run)
 	$(GO) run ./bench/branchbench

@@ -12,9 +12,12 @@ import (
 // hosts of their own, and the scenarios of the design's section 10 that apply
 // today, one after the other on the same cluster (each starts again whatever a
 // failed one left stopped). SIM_RACE_REPS sets M3's repetitions (default 10),
-// SIM_KILL_REPS M6's (default 1; the nodes take turns).
+// SIM_KILL_REPS M6's (default 1; the nodes take turns), SIM_CATALOG_STOP M9's
+// outage (default 10s); SIM_LONG=1 adds M11's long cut and M7, which `make sim`
+// runs and `make sim-smoke` does not.
 func TestSmoke(t *testing.T) {
 	reps, kills := repetitions(t, "SIM_RACE_REPS", 10), repetitions(t, "SIM_KILL_REPS", 1)
+	outage, long := duration(t, "SIM_CATALOG_STOP", 10*time.Second), os.Getenv("SIM_LONG") == "1"
 	// Every wait is bounded on its own; this ends whatever is left well before
 	// go test's -timeout, so that the cleanups run.
 	deadline := time.Now().Add(10 * time.Minute)
@@ -56,7 +59,53 @@ func TestSmoke(t *testing.T) {
 		percentile(served, 50).Round(time.Millisecond), percentile(served, 100).Round(time.Millisecond), servedAgainTarget)
 	scenario("Partition", func(t *testing.T) { testPartition(t, ctx, c, on) })
 	scenario("M13SessionsThroughSeveralFronts", func(t *testing.T) { testSharedBranch(t, ctx, c) })
+	// The failure scenarios run the nodes with a short --node-dead-after, and
+	// come last: M11's long cut, M8 and M7 leave the branches of a node lost.
+	scenario("M9CatalogStopped", func(t *testing.T) {
+		c.deadAfter(t, failDeadAfter)
+		testCatalogStopped(t, ctx, c, outage, failDeadAfter)
+	})
+	scenario("M11CatalogCutShort", func(t *testing.T) {
+		c.deadAfter(t, failDeadAfter)
+		testCatalogCut(t, ctx, c, c.nodes[0], c.nodes[1], false, failDeadAfter)
+	})
+	if long {
+		scenario("M11CatalogCutLong", func(t *testing.T) {
+			c.deadAfter(t, failDeadAfter)
+			testCatalogCut(t, ctx, c, c.nodes[0], c.nodes[1], true, failDeadAfter)
+		})
+	}
+	scenario("M8NodeFrozen", func(t *testing.T) {
+		c.deadAfter(t, failDeadAfter)
+		testFrozenNode(t, ctx, c, c.nodes[1], c.nodes[0], failDeadAfter)
+	})
+	if long {
+		// The victim is not the node that built the seed (node-1).
+		scenario("M7NodeDiskLost", func(t *testing.T) {
+			c.deadAfter(t, failDeadAfter)
+			testDiskLoss(t, ctx, c, c.nodes[1], c.nodes[0], failDeadAfter)
+		})
+	}
 	t.Logf("simulation took %s; machine at the end: %s", time.Since(start).Round(time.Millisecond), machineLine())
+}
+
+// failDeadAfter is the nodes' --node-dead-after in the failure scenarios (M7,
+// M8, M9, M11): longer than a heartbeat's retry (2 s) with room, so that a node
+// back within it keeps its registration, and short enough for a node to be
+// declared dead within 10 to 16 s (lease 6 s, a janitor pass every 6 s).
+const failDeadAfter = 4 * time.Second
+
+// duration reads a positive duration from the environment variable name.
+func duration(t *testing.T, name string, def time.Duration) time.Duration {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		t.Fatalf("%s=%q: want a positive duration", name, s)
+	}
+	return d
 }
 
 // repetitions reads a positive count from the environment variable name.
