@@ -3,7 +3,6 @@ package branches
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
@@ -161,28 +160,16 @@ func (m *Manager) Nodes(ctx context.Context) ([]NodeInfo, error) {
 	return out, nil
 }
 
-// SetDraining drains the node id ("" for this server's), or resumes it
-// (catalog.SetDraining): fronts place no new branch on a draining node, and it
-// creates none, while its branches go on serving.
+// SetDraining drains the node id, or resumes it (catalog.SetDraining): fronts
+// place no new branch on a drained node, and it creates none, while its branches
+// go on serving.
 func (m *Manager) SetDraining(ctx context.Context, id string, draining bool) error {
-	if id == "" {
-		me, _, ok := m.cat.Registration()
-		if !ok {
-			return fmt.Errorf("%w: this server is no node of several (serve --role node); name the node", ErrInvalid)
-		}
-		id = me
+	if err := m.cat.SetDraining(ctx, id, draining); err != nil {
+		return err
 	}
-	err := m.cat.SetDraining(ctx, id, draining)
-	if errors.Is(err, catalog.ErrNodeDead) {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	if err == nil {
-		m.log.Info("node drain", zap.String("node", id), zap.Bool("draining", draining))
-		if !draining {
-			m.kickReaper() // refill the warm pool
-		}
-	}
-	return err
+	m.log.Info("node drain", zap.String("node", id), zap.Bool("draining", draining))
+	m.kickReaper() // the warm pool: emptied on a drain, filled again on a resume
+	return nil
 }
 
 // Restart is closed when this node's registration was lost because the
@@ -197,8 +184,11 @@ func (m *Manager) Restart() <-chan struct{} { return m.restart }
 // askRestart closes Restart if the registration was lost to the janitor,
 // reading why until it can or ctx ends.
 func (m *Manager) askRestart(ctx context.Context) {
-	for {
+	for logged := false; ; logged = true {
 		dead, err := m.cat.DeclaredDead(ctx)
+		if errors.Is(err, catalog.ErrNotFound) {
+			dead, err = false, nil // no node row: nothing to take back either
+		}
 		if err == nil {
 			if dead {
 				close(m.restart)
@@ -207,6 +197,9 @@ func (m *Manager) askRestart(ctx context.Context) {
 					"which takes the node back; look for a second server on a copy of this state directory")
 			}
 			return
+		}
+		if !logged {
+			m.log.Warn("read why this node lost its registration; trying again", zap.Error(err))
 		}
 		select {
 		case <-ctx.Done():

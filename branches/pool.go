@@ -40,6 +40,9 @@ const poolPrefix = "_pool-"
 
 // warmLocked is how many members source s keeps. m.mu is held.
 func (m *Manager) warmLocked(s *sourceState) int {
+	if m.cat.Draining() {
+		return 0 // a drained node takes no new branch: its pool empties
+	}
 	if s.src.Warm >= 0 {
 		return s.src.Warm
 	}
@@ -95,6 +98,14 @@ func (m *Manager) claimLocked(k key, route router.Route, tried bool) *op {
 			// answers (a destroy goes by id, whatever its name).
 			m.log.Error("claim pooled branch", zap.String("source", k.source), zap.String("branch", k.name), zap.Error(err))
 			prev.SeedID = 0 // stale: never claimed again, destroyed by the next refill
+			m.unclaim(k, mk, member, prev)
+			m.refillSoon()
+			return fmt.Errorf("%w for %q: %w", errClaimFailed, k.name, err)
+		}
+		if errors.Is(err, catalog.ErrExists) || errors.Is(err, catalog.ErrDraining) {
+			// The name is another node's, or this node was drained meanwhile: the
+			// member is as it was, back in the pool (a drained node's refill
+			// removes it).
 			m.unclaim(k, mk, member, prev)
 			m.refillSoon()
 			return fmt.Errorf("%w for %q: %w", errClaimFailed, k.name, err)
@@ -183,7 +194,7 @@ func refillNow(have, want int, sinceClaim time.Duration) bool {
 func (m *Manager) refillPools() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed || m.cat.NodeLost() || m.cat.Draining() { // a lost or draining node creates nothing (node.go)
+	if m.closed || m.cat.NodeLost() { // a lost node creates nothing (node.go)
 		return
 	}
 	refilling := 0

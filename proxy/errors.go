@@ -109,7 +109,7 @@ func classify(err error) clientError {
 			hint: "it stopped its branches' servers and serves none until it is restarted"}
 	case errors.Is(err, branches.ErrDraining):
 		return clientError{code: codeCannotConnectNow, message: "this pgbranchproxy node is draining: it takes no new branches",
-			hint: "connect through a front, which places new branches on the other nodes; pgbranchproxy node resume ends the drain"}
+			hint: "new branches go to the nodes that are not draining (a front places them there); pgbranchproxy node resume ends the drain"}
 	case errors.Is(err, branches.ErrFenced):
 		return clientError{code: codeCannotConnectNow, message: "the branch is no longer served by this pgbranchproxy node",
 			hint: "another registration of this node owns it in the catalog; restart the server"}

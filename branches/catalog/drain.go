@@ -7,39 +7,28 @@ import (
 )
 
 // A node is drained before maintenance: fronts place no new branch on it, and it
-// records none itself (the fence of a new row asks for an active node, fence.go),
-// while its branches go on serving their sessions and waking. It stays draining
-// across its restarts until it is resumed; the janitor may still declare it
-// dead.
+// records none itself (the fence of a new row asks for an active node that is not
+// drained, fence.go), while its branches go on serving their sessions and waking.
+// The drain is a column of its own (nodes.drained), which neither a registration
+// nor the janitor touches: a drained node stays drained across its restarts, and
+// across being declared dead and coming back, until it is resumed. Node.State
+// reads `draining` for an active node that is drained.
 
-// ErrDraining is returned (wrapped, with ErrFenced) by a new branch row on a
-// draining node.
+// ErrDraining is returned (wrapped) by a new branch row on a drained node.
 var ErrDraining = errors.New("the node is draining")
 
-// ErrNodeDead is returned by SetDraining for a node the janitor declared dead.
-var ErrNodeDead = errors.New("the node is dead")
-
-// SetDraining makes the node id draining, or active again; asking for the state
-// it is in is not an error. Any process on the catalog may do it (an operator's
-// command reaches one node's admin API): it is not fenced.
+// SetDraining drains the node id, or resumes it; asking for what it is already
+// is not an error, and a dead node may be drained (it stays so when it comes
+// back). Any process on the catalog may do it (an operator's command reaches one
+// node's admin API): it is not fenced.
 func (c *Catalog) SetDraining(ctx context.Context, id string, draining bool) (err error) {
 	defer c.check(&err)
-	from, to := NodeActive, NodeDraining
-	if !draining {
-		from, to = to, from
-	}
-	if _, err := c.exec(ctx, `UPDATE nodes SET state = ? WHERE id = ? AND state = ?`, to, id, from); err != nil {
+	res, err := c.exec(ctx, `UPDATE nodes SET drained = ? WHERE id = ?`, draining, id)
+	if err != nil {
 		return err
 	}
-	var state NodeState
-	err = c.queryRow(ctx, `SELECT state FROM nodes WHERE id = ?`, id).Scan(&state)
-	switch {
-	case err != nil:
-		return noRows(err, "node "+id)
-	case state == NodeDead:
-		return fmt.Errorf("node %s: %w", id, ErrNodeDead)
-	case state != to:
-		return fmt.Errorf("node %s is %s", id, state)
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("node %s: %w", id, ErrNotFound)
 	}
 	if me := c.node.Load(); me != nil && me.id == id {
 		me.draining.Store(draining)

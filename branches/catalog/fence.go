@@ -87,12 +87,12 @@ func (c *Catalog) nodeFenceOf(me *nodeReg, forNew bool) (cond string, args []any
 	if me.gone() {
 		return "", nil, nodeLostErr(me)
 	}
-	state := `state <> '` + string(NodeDead) + `'`
+	state, args := `state <> '`+string(NodeDead)+`'`, []any{me.id, me.epoch}
 	if forNew {
-		state = `state = '` + string(NodeActive) + `'`
+		state, args = `state = '`+string(NodeActive)+`' AND drained = ?`, append(args, false)
 	}
 	return ` AND EXISTS (SELECT 1 FROM nodes WHERE id = ? AND epoch = ? AND ` + state + c.d.forShare() + `)`,
-		[]any{me.id, me.epoch}, nil
+		args, nil
 }
 
 // ownedCond limits a write to the branch rows a registration owns: its id, its
@@ -156,17 +156,17 @@ func (c *Catalog) nodeRefusal(ctx context.Context, q rowQuerier, forNew bool) er
 		return nil
 	}
 	var state NodeState
-	err := q.queryRow(ctx, `SELECT state FROM nodes WHERE id = ? AND epoch = ?`, me.id, me.epoch).Scan(&state)
+	var drained bool
+	err := q.queryRow(ctx, `SELECT state, drained FROM nodes WHERE id = ? AND epoch = ?`, me.id, me.epoch).Scan(&state, &drained)
 	switch {
 	case errors.Is(err, sql.ErrNoRows) || err == nil && state == NodeDead:
 		c.markLost(me)
 		return nodeLostErr(me)
 	case err != nil:
 		return fmt.Errorf("read node %s: %w", me.id, err)
-	case forNew && state == NodeDraining:
-		return fmt.Errorf("node %s takes no new branch: %w: %w", me.id, ErrDraining, ErrFenced)
-	case forNew && state != NodeActive:
-		return fmt.Errorf("node %s is %s and takes no new branch: %w", me.id, state, ErrFenced)
+	case forNew && drained:
+		me.draining.Store(true)
+		return fmt.Errorf("node %s takes no new branch: %w", me.id, ErrDraining)
 	}
 	return nil
 }

@@ -32,6 +32,8 @@ var addedColumns = []column{
 	{"seeds", "manifest", "TEXT NOT NULL DEFAULT ''"},
 	// Where other nodes fetch this node's seeds (its peer listener); '' for none.
 	{"nodes", "peer_addr", "TEXT NOT NULL DEFAULT ''"},
+	// Drained by an operator (drain.go): no new branches; kept across registrations.
+	{"nodes", "drained", "<bool> NOT NULL DEFAULT <false>"},
 }
 
 // migrate adds the columns of cols that the database lacks, inside tx.

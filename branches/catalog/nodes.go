@@ -26,7 +26,7 @@ type NodeState string
 // Node states.
 const (
 	NodeActive   NodeState = "active"
-	NodeDraining NodeState = "draining" // no new branches (drain.go)
+	NodeDraining NodeState = "draining" // active and drained: no new branches (drain.go); never stored
 	NodeDead     NodeState = "dead"     // declared by the janitor; its branches are Lost
 )
 
@@ -49,7 +49,8 @@ type Node struct {
 	PeerAddr   string
 	Epoch      int64
 	LeaseUntil time.Time // in the catalog's clock
-	State      NodeState
+	State      NodeState // NodeDraining for an active node that is drained
+	Drained    bool      // drained by an operator (drain.go), whatever its state
 	Load       Load
 	// LeaseAge is how long ago, by the catalog's clock when it was read, the lease
 	// ran out; negative while it runs.
@@ -79,7 +80,7 @@ func (r *nodeReg) gone() bool {
 // Register registers this process as the node id (the state directory's id),
 // listening on addr, with a lease of ttl: a new node gets the lowest free slot, a
 // known one keeps its slot; either way its epoch goes up by one and it is active
-// (draining if it was).
+// (and stays drained if it was, drain.go).
 // The node then adopts its branch rows (its own and those of no node) under the
 // new epoch, except those declared lost. From then on the catalog's writes of the
 // node's work (branches, sources, seeds, server settings) are fenced by the
@@ -94,8 +95,7 @@ func (c *Catalog) Register(ctx context.Context, id, addr string, ttl time.Durati
 		if err := c.d.lockNodes(ctx, tx.tx); err != nil {
 			return err
 		}
-		n.State = NodeActive
-		err := tx.queryRow(ctx, `SELECT slot, epoch, state FROM nodes WHERE id = ?`+c.d.forUpdate(), id).Scan(&n.Slot, &n.Epoch, &n.State)
+		err := tx.queryRow(ctx, `SELECT slot, epoch, drained FROM nodes WHERE id = ?`+c.d.forUpdate(), id).Scan(&n.Slot, &n.Epoch, &n.Drained)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			if n.Slot, err = freeSlot(ctx, tx); err != nil {
@@ -105,13 +105,9 @@ func (c *Catalog) Register(ctx context.Context, id, addr string, ttl time.Durati
 			_, err = tx.exec(ctx, `INSERT INTO nodes (id, slot, addr, epoch, lease_until, state, load)
 				VALUES (?, ?, ?, ?, `+c.d.nowNanos()+` + ?, ?, '{}')`, id, n.Slot, addr, n.Epoch, int64(ttl), NodeActive)
 		case err == nil:
-			// A drained node stays drained across its restarts (drain.go).
 			n.Epoch++
-			if n.State != NodeDraining {
-				n.State = NodeActive
-			}
 			_, err = tx.exec(ctx, `UPDATE nodes SET addr = ?, epoch = ?, lease_until = `+c.d.nowNanos()+` + ?, state = ? WHERE id = ?`,
-				addr, n.Epoch, int64(ttl), n.State, id)
+				addr, n.Epoch, int64(ttl), NodeActive, id)
 		}
 		if err != nil {
 			return fmt.Errorf("register node %s: %w", id, err)
@@ -126,9 +122,9 @@ func (c *Catalog) Register(ctx context.Context, id, addr string, ttl time.Durati
 	if err != nil {
 		return Node{}, err
 	}
-	n.ID, n.Addr = id, addr
+	n.ID, n.Addr, n.State = id, addr, nodeState(NodeActive, n.Drained)
 	reg := &nodeReg{id: id, epoch: n.Epoch, lost: make(chan struct{})}
-	reg.draining.Store(n.State == NodeDraining)
+	reg.draining.Store(n.Drained)
 	c.node.Store(reg)
 	return n, nil
 }
@@ -191,9 +187,9 @@ func (c *Catalog) Heartbeat(ctx context.Context, addr, peer string, ttl time.Dur
 	if err := c.owned(ctx); err != nil {
 		return err
 	}
-	var state NodeState
+	var drained bool
 	err = c.queryRow(ctx, `UPDATE nodes SET lease_until = `+c.d.nowNanos()+` + ?, load = ?, addr = ?, peer_addr = ?
-		WHERE id = ? AND epoch = ? AND state <> ? RETURNING state`, int64(ttl), string(js), addr, peer, me.id, me.epoch, NodeDead).Scan(&state)
+		WHERE id = ? AND epoch = ? AND state <> ? RETURNING drained`, int64(ttl), string(js), addr, peer, me.id, me.epoch, NodeDead).Scan(&drained)
 	if errors.Is(err, sql.ErrNoRows) {
 		c.markLost(me)
 		return fmt.Errorf("%w (node %s, epoch %d)", errNodeLost, me.id, me.epoch)
@@ -201,7 +197,7 @@ func (c *Catalog) Heartbeat(ctx context.Context, addr, peer string, ttl time.Dur
 	if err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
-	me.draining.Store(state == NodeDraining)
+	me.draining.Store(drained)
 	return nil
 }
 
@@ -215,7 +211,7 @@ func (c *Catalog) Draining() bool {
 // Nodes lists the nodes by slot, with each lease's age by the catalog's clock.
 func (c *Catalog) Nodes(ctx context.Context) (_ []Node, err error) {
 	defer c.check(&err)
-	rows, err := c.query(ctx, `SELECT id, slot, addr, peer_addr, epoch, lease_until, state, load, `+c.d.nowNanos()+` FROM nodes ORDER BY slot`)
+	rows, err := c.query(ctx, `SELECT id, slot, addr, peer_addr, epoch, lease_until, state, drained, load, `+c.d.nowNanos()+` FROM nodes ORDER BY slot`)
 	if err != nil {
 		return nil, err
 	}
@@ -225,10 +221,11 @@ func (c *Catalog) Nodes(ctx context.Context) (_ []Node, err error) {
 		var n Node
 		var lease, now int64
 		var load string
-		if err := rows.Scan(&n.ID, &n.Slot, &n.Addr, &n.PeerAddr, &n.Epoch, &lease, &n.State, &load, &now); err != nil {
+		if err := rows.Scan(&n.ID, &n.Slot, &n.Addr, &n.PeerAddr, &n.Epoch, &lease, &n.State, &n.Drained, &load, &now); err != nil {
 			return nil, err
 		}
 		n.LeaseUntil, n.LeaseAge = fromNano(lease), time.Duration(now-lease)
+		n.State = nodeState(n.State, n.Drained)
 		if err := json.Unmarshal([]byte(load), &n.Load); err != nil {
 			return nil, fmt.Errorf("node %s: load %q: %w", n.ID, load, err)
 		}
@@ -244,4 +241,13 @@ func (c *Catalog) Registration() (id string, epoch int64, ok bool) {
 		return me.id, me.epoch, true
 	}
 	return "", 0, false
+}
+
+// nodeState is the state a node is shown in: NodeDraining for an active node
+// that is drained.
+func nodeState(stored NodeState, drained bool) NodeState {
+	if stored == NodeActive && drained {
+		return NodeDraining
+	}
+	return stored
 }

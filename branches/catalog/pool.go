@@ -83,7 +83,7 @@ func (c *Catalog) claim(ctx context.Context, id int64, cl Claim, reason string) 
 		err := tx.queryRow(ctx, `SELECT source, name, state FROM branches WHERE id = ? AND pooled = ?`+cond+c.d.forUpdate(),
 			append([]any{id, true}, args...)...).Scan(&b.Source, &b.Name, &b.State)
 		if errors.Is(err, sql.ErrNoRows) && cond != "" {
-			if ferr := c.fenced(ctx, tx, true, id, fmt.Sprintf("pooled branch %d", id)); errors.Is(ferr, ErrFenced) {
+			if ferr := c.fenced(ctx, tx, true, id, fmt.Sprintf("pooled branch %d", id)); errors.Is(ferr, ErrFenced) || errors.Is(ferr, ErrDraining) {
 				return ferr
 			}
 		}
