@@ -53,6 +53,10 @@ func (m *Member) nodeDialConfig(node string) (*tls.Config, error) {
 		Certificates:       []tls.Certificate{m.cert},
 		Time:               m.now,
 		ClientSessionCache: m.sessions,
+		// The node's name keys its resumable session (an address may change
+		// hands, and one host may hold several nodes' listeners); it is not
+		// checked against the certificate's DNS names (InsecureSkipVerify).
+		ServerName: node,
 		// The default verification checks the address against the SANs; the
 		// chain and the identity are checked in VerifyConnection instead.
 		InsecureSkipVerify: true,

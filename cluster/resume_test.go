@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,5 +123,29 @@ func BenchmarkHandshake(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestResumptionExpired: a session is not resumed past the front's certificate's
+// expiry: the node's clock is checked on every handshake.
+func TestResumptionExpired(t *testing.T) {
+	t.Parallel()
+	dir := newCA(t)
+	var skew atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	nodeFiles := issue(t, dir, cluster.RoleNode, "a", cluster.Options{})
+	frontFiles := issue(t, dir, cluster.RoleFront, "f", cluster.Options{Lifetime: time.Hour})
+	node, err := cluster.Load(nodeFiles, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := load(t, frontFiles)
+	addr := tlsServer(t, listenerConfig(t, node))
+	if _, err := dialOnce(t, addr, dialConfig(t, front, "a")); err != nil {
+		t.Fatal(err)
+	}
+	skew.Store(int64(2 * time.Hour))
+	if st, err := dialOnce(t, addr, dialConfig(t, front, "a")); err == nil {
+		t.Fatalf("a front whose certificate expired was let in (resumed %v)", st.DidResume)
 	}
 }
