@@ -113,8 +113,7 @@ func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, er
 		if err != nil {
 			return nil, err
 		}
-		return &lease{node: node, addr: addr, opts: opts, dial: b.dial, deadline: deadline,
-			reroute: b.follower(k, node, opts, deadline)}, nil
+		return b.placed(k, node, addr, opts, deadline, nil), nil
 	}
 	if rt.Branch.State == catalog.Lost {
 		if k.branch == r.Branch && (r.Options.Ephemeral || r.Options.Reset) {
@@ -131,8 +130,7 @@ func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, er
 			Hint: "the node that holds the branch has not renewed its lease; try again when it is back",
 			Err:  fmt.Errorf("node %s at %q, %s, lease live %v", rt.NodeID, rt.NodeAddr, rt.NodeState, rt.NodeLive)}
 	}
-	return &lease{node: rt.NodeID, addr: rt.NodeAddr, opts: opts, dial: b.dial, deadline: deadline,
-		unreachable: func() { b.cache.forget(k) }}, nil
+	return b.owned(k, rt.NodeID, rt.NodeAddr, opts, deadline), nil
 }
 
 // recreate makes a lost branch anew from its source's seed: a client asking for
@@ -157,23 +155,57 @@ func (b *Branches) recreate(ctx context.Context, lost catalog.Branch, source, na
 	if err != nil {
 		return nil, err
 	}
-	return &noticeLease{lease: lease{node: node, addr: addr, opts: opts, dial: b.dial, deadline: deadline,
-		reroute: b.follower(routeKey{source, name}, node, opts, deadline)},
-		notices: []string{"branch " + name + " was on a node that was lost; it was made again from its source's seed"}}, nil
+	return b.placed(routeKey{source, name}, node, addr, opts, deadline,
+		[]string{"branch " + name + " was on a node that was lost; it was made again from its source's seed"}), nil
+}
+
+// placed is the lease of a new name k placed on node, with notices for its
+// client: if the node refuses the session, its Reroute follows the name
+// (follower).
+func (b *Branches) placed(k routeKey, node, addr string, opts router.Options, deadline time.Time, notices []string) proxy.Lease {
+	l := &lease{node: node, addr: addr, opts: opts, dial: b.dial, deadline: deadline}
+	l.reroute = b.follower(k, node, opts, deadline, notices)
+	return withNotices(l, notices)
+}
+
+// owned is the lease to the node that holds k's branch; one that does not
+// answer drops k's cached route.
+func (b *Branches) owned(k routeKey, node, addr string, opts router.Options, deadline time.Time) *lease {
+	return &lease{node: node, addr: addr, opts: opts, dial: b.dial, deadline: deadline,
+		unreachable: func() { b.cache.forget(k) }}
+}
+
+// withNotices gives l's client notices, if any.
+func withNotices(l *lease, notices []string) proxy.Lease {
+	if len(notices) == 0 {
+		return l
+	}
+	return &noticeLease{lease: *l, notices: notices}
 }
 
 // follower returns the Reroute of a new name k placed on node: the route read
-// again from the catalog, if the name's branch is now on another live node.
-func (b *Branches) follower(k routeKey, placed string, opts router.Options, deadline time.Time) func(context.Context) (proxy.Lease, error) {
+// again from the catalog; when the name's branch is on another live node, the
+// lease to it; when the name has no row (the node refused before it made one:
+// it was drained, or lost its registration, meanwhile), the lease to the node
+// the name is placed on now, if another.
+func (b *Branches) follower(k routeKey, placed string, opts router.Options, deadline time.Time, notices []string) func(context.Context) (proxy.Lease, error) {
 	return func(ctx context.Context) (proxy.Lease, error) {
 		b.cache.forget(k)
 		rt, err := b.route(ctx, k.source, k.branch)
-		if err != nil || rt.Branch.ID == 0 || rt.NodeID == placed || rt.NodeAddr == "" || !rt.NodeLive ||
-			rt.NodeState == catalog.NodeDead || rt.Branch.State == catalog.Lost {
+		if err != nil {
 			return nil, err
 		}
-		return &lease{node: rt.NodeID, addr: rt.NodeAddr, opts: opts, dial: b.dial, deadline: deadline,
-			unreachable: func() { b.cache.forget(k) }}, nil
+		if rt.Branch.ID == 0 {
+			node, addr, err := b.place(ctx, k.source, k.branch)
+			if err != nil || node == placed {
+				return nil, nil
+			}
+			return withNotices(&lease{node: node, addr: addr, opts: opts, dial: b.dial, deadline: deadline}, notices), nil
+		}
+		if rt.NodeID == placed || rt.NodeAddr == "" || !rt.NodeLive || rt.NodeState == catalog.NodeDead || rt.Branch.State == catalog.Lost {
+			return nil, nil
+		}
+		return withNotices(b.owned(k, rt.NodeID, rt.NodeAddr, opts, deadline), notices), nil
 	}
 }
 

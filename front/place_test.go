@@ -66,8 +66,9 @@ func TestPlaceSkipsDraining(t *testing.T) {
 }
 
 // TestRerouteToWinner: a new name's lease, refused by its node, follows the name
-// to the node whose row won it; not to the node it was placed on, and a lease of
-// a branch that had a row has nowhere else to go.
+// to the node whose row won it, or, with no row, to where the name is placed
+// now; not to the node it was placed on, and a lease of a branch that had a row
+// has nowhere else to go.
 func TestRerouteToWinner(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
@@ -87,6 +88,17 @@ func TestRerouteToWinner(t *testing.T) {
 	other := "10.0.0.1:1"
 	if placed.addr == other {
 		other = "10.0.0.2:1"
+	}
+	// The node it was placed on is drained before it made the branch: the name
+	// goes where it is placed now.
+	if err := r.cat.SetDraining(ctx, placed.node, true); err != nil {
+		t.Fatal(err)
+	}
+	if next, err := placed.Reroute(ctx); err != nil || next == nil || next.(*lease).addr != other {
+		t.Fatalf("reroute of a name whose node was drained: %+v %v, want %s", next, err, other)
+	}
+	if err := r.cat.SetDraining(ctx, placed.node, false); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := nodes[other].InsertBranch(ctx, catalog.Branch{Source: "app", Name: "x", State: catalog.Creating}, "test"); err != nil {
 		t.Fatal(err)

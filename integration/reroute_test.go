@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -58,6 +59,9 @@ func TestFrontFollowsWinner(t *testing.T) {
 	}
 	if _, onB := b.branches()[name]; onB {
 		t.Fatalf("%s is on node b too", name)
+	}
+	if !strings.Contains(fr.logs(), "it is elsewhere, and the session goes there") {
+		t.Fatalf("the front did not follow the name (it was not placed on b?):\n%s", fr.logs())
 	}
 }
 

@@ -83,7 +83,7 @@ func (s *Server) handle(raw net.Conn) {
 		s.refuse(conn, log, err)
 		return
 	}
-	lease, sc, reused, err := s.sessionOn(ctx, lease, route)
+	lease, sc, reused, err := s.sessionOn(ctx, lease, route, log)
 	if err != nil {
 		lease.Release()
 		var be *backendError
@@ -131,19 +131,23 @@ func (s *Server) handle(raw net.Conn) {
 }
 
 // sessionOn opens the route's server session on lease or, when that server
-// refused it and the lease finds the branch elsewhere (Rerouter), on the lease
-// found, which it returns.
-func (s *Server) sessionOn(ctx context.Context, lease Lease, route router.Route) (Lease, *serverConn, bool, error) {
+// refused it as unable to serve it now (57P03) and the lease finds the branch
+// elsewhere (Rerouter), on the lease found, which it returns.
+func (s *Server) sessionOn(ctx context.Context, lease Lease, route router.Route, log *zap.Logger) (Lease, *serverConn, bool, error) {
 	sc, reused, err := s.serverSession(ctx, lease, serverParams(lease, route))
 	var be *backendError
 	rr, ok := lease.(Rerouter)
-	if err == nil || !ok || !errors.As(err, &be) {
+	if err == nil || !ok || !errors.As(err, &be) || be.code != codeCannotConnectNow {
 		return lease, sc, reused, err
 	}
 	next, rerr := rr.Reroute(ctx)
 	if rerr != nil || next == nil {
+		if rerr != nil {
+			log.Warn("look for the branch elsewhere", zap.Error(rerr))
+		}
 		return lease, sc, reused, err
 	}
+	log.Info("the branch's server refused the session: it is elsewhere, and the session goes there", zap.String("refusal", be.text))
 	lease.Release()
 	sc, reused, err = s.serverSession(ctx, next, serverParams(next, route))
 	return next, sc, reused, err

@@ -34,6 +34,7 @@ const (
 	scriptErrorAfterKey = "error-after-key" // AuthenticationOk, BackendKeyData, then ErrorResponse 53300
 	scriptSilent        = "silent"          // reads the startup packet and never answers
 	scriptPassword      = "password"        // asks for a cleartext password
+	scriptNotNow        = "not-now"         // ErrorResponse 57P03 instead of AuthenticationOk
 )
 
 // fakeServer is a scripted Postgres server on 127.0.0.1, standing in for a branch's
@@ -143,6 +144,11 @@ func (s *fakeServer) serve(c net.Conn) {
 	case scriptAuthError:
 		be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "28P01",
 			Message: `password authentication failed for user "u"`})
+		be.Flush()
+		return
+	case scriptNotNow:
+		be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "57P03",
+			Message: "the branch is being created elsewhere"})
 		be.Flush()
 		return
 	case scriptErrorAfterKey:

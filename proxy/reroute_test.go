@@ -38,13 +38,14 @@ func (l *reroutingLease) Reroute(context.Context) (proxy.Lease, error) {
 	return next, nil
 }
 
-// TestReroute: a lease whose server refuses the session and that finds the
-// branch elsewhere (a front's new name that another node won) takes the
-// client there, once; the first lease is released. One that finds nowhere
-// else passes the refusal on.
+// TestReroute: a lease whose server refuses the session as unable to serve it
+// now (57P03) and that finds the branch elsewhere (a front's new name that
+// another node won) takes the client there, once; the first lease is released.
+// One that finds nowhere else passes the refusal on, and so does a server's
+// refusal of another kind.
 func TestReroute(t *testing.T) {
 	t.Parallel()
-	loser := startFakeServer(t, scriptAuthError)
+	loser := startFakeServer(t, scriptNotNow)
 	winner := startFakeServer(t, scriptOK)
 	rb := &reroutingBranches{fakeBranches: newFakeBranches(loser.addr(), nil), to: winner.addr(), rerouted: make(chan *fakeLease, 1)}
 	p := startProxy(t, defaultConfig(), rb)
@@ -62,8 +63,17 @@ func TestReroute(t *testing.T) {
 	nowhere := &reroutingBranches{fakeBranches: newFakeBranches(loser.addr(), nil), rerouted: make(chan *fakeLease, 1)}
 	p2 := startProxy(t, defaultConfig(), nowhere)
 	_, err = p2.connect(t, "dbname=app@new")
-	if pe := pgError(t, err); pe.Code != "28P01" {
-		t.Fatalf("refused with nowhere else to go: %s, want the server's 28P01", pe.Code)
+	if pe := pgError(t, err); pe.Code != "57P03" {
+		t.Fatalf("refused with nowhere else to go: %s, want the server's 57P03", pe.Code)
 	}
 	nowhere.lease(t, 0).waitReleased(t)
+
+	denied := startFakeServer(t, scriptAuthError)
+	other := &reroutingBranches{fakeBranches: newFakeBranches(denied.addr(), nil), to: winner.addr(), rerouted: make(chan *fakeLease, 1)}
+	p3 := startProxy(t, defaultConfig(), other)
+	_, err = p3.connect(t, "dbname=app@new")
+	if pe := pgError(t, err); pe.Code != "28P01" {
+		t.Fatalf("a refusal of another kind: %s, want the server's 28P01", pe.Code)
+	}
+	noneYet(t, other.rerouted, "a reroute after a 28P01")
 }
