@@ -45,7 +45,7 @@ func newUnitManager(t *testing.T, fps string) *Manager {
 	running, _ := simplelru.NewLRU[key, struct{}](math.MaxInt32, nil)
 	return &Manager{cfg: Config{StateDir: dir, Failpoints: set, CreateTimeout: time.Minute}, log: zap.NewNop(), cat: cat,
 		branches: map[key]*branch{}, sources: map[string]*sourceState{}, running: running,
-		kick: make(chan struct{}, 1), creating: make(chan struct{}, 1)}
+		kick: make(chan struct{}, 1), creating: make(chan struct{}, 1), restart: make(chan struct{})}
 }
 
 // addStopped records a stopped branch last used at t0, as reconcile loads it.

@@ -407,6 +407,9 @@ func serveUntilDone(ctx context.Context, stop func(), px *proxy.Server, ln net.L
 		stop()
 		return err
 	case <-restart:
+		if ctx.Err() != nil {
+			return nil // a signal came first: a plain stop
+		}
 		log.Error("the catalog's janitor declared this node dead while it could not renew its lease; its branch servers " +
 			"are stopped: exiting, for its supervisor to start it again under a new registration")
 		stop()
