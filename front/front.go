@@ -115,15 +115,16 @@ func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, er
 		}
 		return b.placed(k, node, addr, opts, deadline, nil), nil
 	}
+	if rt.NodeID != "" && rt.Branch.State != catalog.Lost && waiting(rt) {
+		rt = b.awaitOwner(ctx, k, rt, deadline)
+	}
+	// Lost before the wait, or during it (the janitor declared the node dead).
 	if rt.Branch.State == catalog.Lost {
 		if k.branch == r.Branch && (r.Options.Ephemeral || r.Options.Reset) {
 			return b.recreate(ctx, rt.Branch, src.name, r.Branch, opts, deadline)
 		}
 		return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch was on a lost node",
 			Hint: "its node was declared dead; destroy the branch (pgbranchproxy branch destroy) to use the name again"}
-	}
-	if rt.NodeID != "" && waiting(rt) {
-		rt = b.awaitOwner(ctx, k, rt, deadline)
 	}
 	if rt.NodeAddr == "" || rt.NodeState == catalog.NodeDead || !rt.NodeLive {
 		return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch's node is not serving",

@@ -43,10 +43,23 @@ func (b *Branches) place(ctx context.Context, source, name string) (node, addr s
 		}
 	}
 	if best == nil {
-		return "", "", &proxy.ClientError{Code: codeCannotConnectNow, Message: "no node is available to create the branch",
-			Hint: "start a pgbranchproxy node on this catalog (serve --role node)"}
+		return "", "", noNodeError(nodes)
 	}
 	return best.ID, best.Addr, nil
+}
+
+// noNodeError says why no node can take a new branch: none is registered, every
+// live one is draining, or none has a running lease (nodes that are down, or that
+// have not renewed their leases since the catalog came back).
+func noNodeError(nodes []catalog.Node) error {
+	hint := "start a pgbranchproxy node on this catalog (serve --role node)"
+	switch {
+	case slices.ContainsFunc(nodes, func(n catalog.Node) bool { return n.State == catalog.NodeDraining && n.LeaseAge < 0 }):
+		hint = "every live node is draining: resume one (pgbranchproxy node resume), or start another"
+	case slices.ContainsFunc(nodes, func(n catalog.Node) bool { return n.State != catalog.NodeDead }):
+		hint = "no node has renewed its lease lately (they are down, or the catalog was unreachable): try again in a moment; pgbranchproxy node ls shows them"
+	}
+	return &proxy.ClientError{Code: codeCannotConnectNow, Message: "no node is available to create the branch", Hint: hint}
 }
 
 // seedHolders returns the nodes that hold the source's newest seed; nil when

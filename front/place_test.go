@@ -2,11 +2,14 @@ package front
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/proxy"
 )
 
 // TestPlaceOnHolders: a new name goes to a live node that holds its source's
@@ -109,5 +112,65 @@ func TestRerouteToWinner(t *testing.T) {
 	}
 	if again, err := next.(*lease).Reroute(ctx); again != nil || err != nil {
 		t.Fatalf("a lease of a branch with a row rerouted: %+v %v", again, err)
+	}
+}
+
+// TestLostWhileWaiting: a client that waits for an away node which the janitor
+// then declares dead is told the branch is lost, and an ephemeral one gets it
+// made again on a live node, as if it had come after the janitor.
+func TestLostWhileWaiting(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	away := r.node("away", "10.0.0.5:1", time.Hour, 0)
+	for _, name := range []string{"eph", "plain"} {
+		if _, err := away.InsertBranch(ctx, catalog.Branch{Source: "app", Name: name, State: catalog.Running}, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := away.Heartbeat(ctx, "10.0.0.5:1", "", -time.Second, catalog.Load{}); err != nil {
+		t.Fatal(err)
+	}
+	r.node("live", "10.0.0.9:1", time.Hour, 0)
+	b := New(r.cat, nil)
+	b.ownerWait = 10 * time.Second
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		r.cat.Janitor(ctx, 0)
+	}()
+	rt := route(t, "app@eph")
+	rt.Options.Ephemeral = true
+	l, err := b.Acquire(ctx, rt)
+	if nl, ok := l.(*noticeLease); err != nil || !ok || nl.addr != "10.0.0.9:1" {
+		t.Fatalf("an ephemeral branch lost while its client waited: %#v %v", l, err)
+	}
+	_, err = b.Acquire(ctx, route(t, "app@plain"))
+	var ce *proxy.ClientError
+	if !errors.As(err, &ce) || ce.Message != "the branch was on a lost node" {
+		t.Fatalf("a branch lost while its client waited: %v", err)
+	}
+}
+
+// TestNoNodeHint: a front that finds no node for a new name says why: none
+// registered, all draining, or none with a running lease.
+func TestNoNodeHint(t *testing.T) {
+	hint := func(nodes []catalog.Node) string {
+		var ce *proxy.ClientError
+		if err := noNodeError(nodes); !errors.As(err, &ce) || ce.Code != "57P03" {
+			t.Fatalf("noNodeError = %v", err)
+		}
+		return ce.Hint
+	}
+	for _, c := range []struct {
+		nodes []catalog.Node
+		want  string
+	}{
+		{nil, "start a pgbranchproxy node"},
+		{[]catalog.Node{{State: catalog.NodeDead, LeaseAge: time.Hour}}, "start a pgbranchproxy node"},
+		{[]catalog.Node{{State: catalog.NodeDraining, LeaseAge: -time.Second}}, "draining"},
+		{[]catalog.Node{{State: catalog.NodeActive, LeaseAge: time.Second}}, "renewed its lease"},
+	} {
+		if got := hint(c.nodes); !strings.Contains(got, c.want) {
+			t.Errorf("nodes %+v: hint %q, want %q in it", c.nodes, got, c.want)
+		}
 	}
 }
