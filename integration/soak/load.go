@@ -7,6 +7,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +28,7 @@ type client struct {
 // load drives the sessions, resets and ephemeral branches.
 type load struct {
 	c       config
-	srv     *serve
+	sys     *system
 	clients []*client
 	gates   []sync.RWMutex // per branch: sessions share it, a reset takes it alone
 	start   time.Time
@@ -37,8 +39,8 @@ type load struct {
 	errCount                                               int
 }
 
-func newLoad(c config, srv *serve) *load {
-	l := &load{c: c, srv: srv, gates: make([]sync.RWMutex, c.branches)}
+func newLoad(c config, sys *system) *load {
+	l := &load{c: c, sys: sys, gates: make([]sync.RWMutex, c.branches)}
 	for i := range c.clients {
 		l.clients = append(l.clients, &client{id: i + 1, branch: i % c.branches})
 	}
@@ -69,7 +71,7 @@ func (l *load) warm(ctx context.Context) error {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			conn, err := pgx.Connect(ctx, l.srv.dsn(branchName(b)))
+			conn, err := pgx.Connect(ctx, l.sys.dsn(branchName(b)))
 			if err != nil {
 				errs <- fmt.Errorf("create %s: %w", branchName(b), err)
 				return
@@ -131,7 +133,7 @@ func (l *load) session(ctx context.Context, c *client) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	name := branchName(c.branch)
-	conn, err := pgx.Connect(sctx, l.srv.dsn(name))
+	conn, err := pgx.Connect(sctx, l.sys.dsn(name))
 	if err != nil {
 		l.fail("client %d: connect to %s: %v", c.id, name, err)
 		return
@@ -206,7 +208,7 @@ func (l *load) resetter(ctx context.Context) {
 // moment after its client hung up can still be counted (409): retried briefly.
 func (l *load) reset(ctx context.Context, name string) error {
 	for i := 0; ; i++ {
-		err := l.srv.call(ctx, http.MethodPost, "/v1/branches/"+name+"/reset", nil)
+		err := l.sys.reset(ctx, name)
 		var ae *apiError
 		switch {
 		case err == nil:
@@ -234,7 +236,7 @@ func (l *load) ephemeral(ctx context.Context) {
 		}
 		name := fmt.Sprintf("eph-%d", i)
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-		conn, err := pgx.Connect(sctx, l.srv.dsn(name, "options='-c pgbranch.ephemeral=on'"))
+		conn, err := pgx.Connect(sctx, l.sys.dsn(name, "options='-c pgbranch.ephemeral=on'"))
 		if err != nil {
 			l.fail("ephemeral %s: connect: %v", name, err)
 			cancel()
@@ -265,18 +267,42 @@ func (l *load) problems() []string {
 	return out
 }
 
-// summary prints what the load did, and the lifecycle actions serve counted.
-func (l *load) summary(w io.Writer, srv *serve) {
+// summary prints what the load did, the lifecycle actions each node counted and,
+// with fronts, the sessions each took and refused.
+func (l *load) summary(w io.Writer) {
 	fmt.Fprintf(w, "soak: %d sessions, %d rows written, %d rows checked, %d resets, %d ephemeral branches, %d errors\n",
 		l.sessions.Load(), l.rowsWritten.Load(), l.rowsChecked.Load(), l.resets.Load(), l.ephemerals.Load(), l.errCount)
-	m, err := promValues("http://"+srv.metrics+"/metrics", "pgbranch_branch_actions_total")
-	if err != nil {
-		fmt.Fprintln(w, "soak: metrics:", err)
+	const actions = "pgbranch_branch_actions_total"
+	for _, n := range l.sys.nodes {
+		m, err := promValues("http://"+n.metrics+"/metrics", actions)
+		if err != nil {
+			fmt.Fprintf(w, "soak: %s's metrics: %v\n", n.name, err)
+			continue
+		}
+		var keys []string
+		for k := range m {
+			if strings.HasPrefix(k, actions+"{") {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			prefix := ""
+			if len(l.sys.nodes) > 1 {
+				prefix = n.name + " "
+			}
+			fmt.Fprintf(w, "soak: %s%s %.0f\n", prefix, k, m[k])
+		}
+	}
+	if l.sys.pg == nil {
 		return
 	}
-	for k, v := range m {
-		if len(k) > len("pgbranch_branch_actions_total{") && k[:len("pgbranch_branch_actions_total{")] == "pgbranch_branch_actions_total{" {
-			fmt.Fprintf(w, "soak: %s %.0f\n", k, v)
+	for _, f := range l.sys.fronts {
+		m, err := promValues("http://"+f.metrics+"/metrics", "pgbranch_proxy_connections_total", "pgbranch_proxy_refused_total")
+		if err != nil {
+			fmt.Fprintf(w, "soak: %s's metrics: %v\n", f.name, err)
+			continue
 		}
+		fmt.Fprintf(w, "soak: %s took %.0f connections, refused %.0f\n", f.name, m["pgbranch_proxy_connections_total"], m["pgbranch_proxy_refused_total"])
 	}
 }

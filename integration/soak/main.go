@@ -24,6 +24,9 @@ type config struct {
 	resetEvery time.Duration
 	ephEvery   time.Duration
 	keep       bool
+	roles      bool
+	nodes      int
+	fronts     int
 }
 
 func main() {
@@ -39,7 +42,14 @@ func main() {
 	flag.DurationVar(&c.resetEvery, "reset-every", 5*time.Second, "how often a branch is reset")
 	flag.DurationVar(&c.ephEvery, "ephemeral-every", time.Second, "how often an ephemeral branch is made")
 	flag.BoolVar(&c.keep, "keep", false, "keep the state directory")
+	flag.BoolVar(&c.roles, "roles", false, "run fronts and nodes on a Postgres catalog instead of one server; each session goes to a front chosen at random")
+	flag.IntVar(&c.nodes, "nodes", 2, "nodes, with --roles")
+	flag.IntVar(&c.fronts, "fronts", 2, "fronts, with --roles")
 	flag.Parse()
+	if c.roles && (c.nodes < 1 || c.fronts < 1) {
+		fmt.Fprintln(os.Stderr, "soak: --roles needs at least one node and one front")
+		os.Exit(2)
+	}
 	if c.interval <= 0 {
 		c.interval = min(time.Minute, c.duration/6)
 	}
@@ -63,7 +73,7 @@ func envDuration(name string, def time.Duration) time.Duration {
 	return def
 }
 
-// run sets up serve, drives the load for c.duration while sampling, and judges.
+// run starts the system under test, soaks it, stops it and judges.
 func run(ctx context.Context, c config) error {
 	if os.Geteuid() != 0 {
 		return errors.New("the soak needs root: serve mounts OverlayFS and starts Postgres as another user")
@@ -83,28 +93,52 @@ func run(ctx context.Context, c config) error {
 	failed := true
 	defer func() {
 		if c.keep || failed {
-			fmt.Printf("soak: state and serve.log kept in %s\n", dir)
+			fmt.Printf("soak: state and logs kept in %s\n", dir)
 		} else {
 			os.RemoveAll(dir)
 		}
 	}()
-	srv, err := startServe(ctx, c, filepath.Join(dir, "state"))
+	start := startSingle
+	if c.roles {
+		start = startRoles
+	}
+	sys, err := start(ctx, c, dir)
 	if err != nil {
 		return err
 	}
-	defer srv.stop()
-	if err := srv.seed(ctx, filepath.Join(dir, "soak.sql")); err != nil {
+	defer sys.stop()
+	problems, err := soak(ctx, c, sys)
+	if err != nil {
 		return err
 	}
+	if err := sys.stop(); err != nil {
+		problems = append(problems, err.Error())
+	}
+	problems = append(problems, sys.leftovers()...)
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintln(os.Stderr, "soak:", p)
+		}
+		return fmt.Errorf("%d problems", len(problems))
+	}
+	failed = false
+	return nil
+}
+
+// soak warms the branches, drives the load for c.duration while sampling, and
+// lists what went wrong, the system still running.
+func soak(ctx context.Context, c config, sys *system) ([]string, error) {
 	fmt.Printf("soak: %d clients over %d branches, %d at once, for %s; reaper 1s, idle stop %s, a reset every %s, an ephemeral branch every %s; samples every %s\n",
 		c.clients, c.branches, c.workers, c.duration, c.idleStop, c.resetEvery, c.ephEvery, c.interval)
-	l := newLoad(c, srv)
+	l := newLoad(c, sys)
+	probe := startProbe(sys.cat)
 	warmStart := time.Now()
 	if err := l.warm(ctx); err != nil {
-		return err
+		probe.report(os.Stdout)
+		return nil, err
 	}
 	fmt.Printf("soak: %d branches created in %s\n", c.branches, time.Since(warmStart).Round(time.Millisecond))
-	rec := &recorder{srv: srv}
+	rec := &recorder{sys: sys}
 	rec.sample("start", 0)
 	lctx, cancel := context.WithTimeout(ctx, c.duration)
 	defer cancel()
@@ -122,29 +156,18 @@ loop:
 		}
 	}
 	tick.Stop()
+	probe.report(os.Stdout)
 	rec.sample("end", time.Since(start))
 	if ctx.Err() != nil {
-		return errors.New("interrupted")
+		return nil, errors.New("interrupted")
 	}
 	var problems []string
 	problems = append(problems, l.problems()...)
-	problems = append(problems, srv.quiesce(ctx, l)...)
+	problems = append(problems, sys.quiesce(ctx)...)
 	rec.sample("quiet", time.Since(start))
 	problems = append(problems, rec.judge(c.duration)...)
+	problems = append(problems, sys.placement(ctx)...)
 	rec.print(os.Stdout)
-	l.summary(os.Stdout, srv)
-	if err := srv.stop(); err != nil {
-		problems = append(problems, err.Error())
-	}
-	if left := srv.leftovers(); len(left) > 0 {
-		problems = append(problems, left...)
-	}
-	if len(problems) > 0 {
-		for _, p := range problems {
-			fmt.Fprintln(os.Stderr, "soak:", p)
-		}
-		return fmt.Errorf("%d problems", len(problems))
-	}
-	failed = false
-	return nil
+	l.summary(os.Stdout)
+	return problems, nil
 }

@@ -17,9 +17,11 @@ import (
 	"time"
 )
 
-// serve is the pgbranchproxy serve process under test.
+// serve is one pgbranchproxy serve process under test: the single server, a node
+// or a front. A front has no admin socket (admin is nil).
 type serve struct {
-	c       config
+	name    string // serve, node1, front2: in reports and log file names
+	bin     string
 	state   string
 	addr    string
 	metrics string
@@ -42,9 +44,11 @@ func freeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// startServe starts serve on state and waits for its admin socket.
-func startServe(ctx context.Context, c config, state string) (*serve, error) {
-	s := &serve{c: c, state: state, exited: make(chan struct{})}
+// startServe runs `bin --state-dir state serve --listen … --metrics-listen … args…`,
+// its output in log, and waits until it listens (and, with admin, until its admin
+// socket is there).
+func startServe(ctx context.Context, name, bin, state, log string, admin bool, args ...string) (*serve, error) {
+	s := &serve{name: name, bin: bin, state: state, exited: make(chan struct{})}
 	var err error
 	if s.addr, err = freeAddr(); err != nil {
 		return nil, err
@@ -52,34 +56,39 @@ func startServe(ctx context.Context, c config, state string) (*serve, error) {
 	if s.metrics, err = freeAddr(); err != nil {
 		return nil, err
 	}
-	s.cmd = exec.Command(c.bin, "--state-dir", state, "serve", "--listen", s.addr, "--metrics-listen", s.metrics,
-		"--auth", "trust", "--shim", c.shim, "--reap-interval", "1s", "--idle-stop", c.idleStop.String(),
-		// Parked server sessions retire on the soak's compressed time scale too, so
-		// their descriptors level off within a short run.
-		"--server-idle-timeout", "5s")
-	if s.logFile, err = os.Create(filepath.Join(filepath.Dir(state), "serve.log")); err != nil {
+	s.cmd = exec.Command(bin, append([]string{"--state-dir", state, "serve", "--listen", s.addr, "--metrics-listen", s.metrics}, args...)...)
+	if s.logFile, err = os.Create(log); err != nil {
 		return nil, err
 	}
 	pr, pw := io.Pipe()
 	s.cmd.Stdout, s.cmd.Stderr = io.MultiWriter(pw, s.logFile), io.MultiWriter(pw, s.logFile)
 	go s.keepLog(pr)
 	if err := s.cmd.Start(); err != nil {
+		s.logFile.Close()
 		return nil, err
 	}
-	go func() { s.cmd.Wait(); pw.Close(); close(s.exited) }()
+	go func() { s.cmd.Wait(); pw.Close(); s.logFile.Close(); close(s.exited) }()
 	sock := filepath.Join(state, "admin.sock")
-	s.admin = &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		}}}
-	for deadline := time.Now().Add(time.Minute); ; {
-		if _, err := os.Stat(sock); err == nil {
-			return s, nil
+	if admin {
+		s.admin = &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", sock)
+			}}}
+	}
+	ready := func() bool {
+		c, err := net.DialTimeout("tcp", s.addr, time.Second)
+		if err != nil {
+			return false
 		}
+		c.Close()
+		_, err = os.Stat(sock)
+		return !admin || err == nil
+	}
+	for deadline := time.Now().Add(time.Minute); !ready(); {
 		select {
 		case <-s.exited:
-			return nil, fmt.Errorf("serve exited during start-up:\n%s", s.tail())
+			return nil, fmt.Errorf("%s exited during start-up:\n%s", name, s.tail())
 		case <-ctx.Done():
 			s.stop()
 			return nil, ctx.Err()
@@ -87,9 +96,10 @@ func startServe(ctx context.Context, c config, state string) (*serve, error) {
 		}
 		if time.Now().After(deadline) {
 			s.stop()
-			return nil, fmt.Errorf("serve did not start in a minute:\n%s", s.tail())
+			return nil, fmt.Errorf("%s did not start in a minute:\n%s", name, s.tail())
 		}
 	}
+	return s, nil
 }
 
 // keepLog keeps serve's last lines for error reports, and its error lines.
@@ -119,12 +129,12 @@ func (s *serve) stop() error {
 		select {
 		case <-s.exited:
 			if code := s.cmd.ProcessState.ExitCode(); code != 0 {
-				s.stopErr = fmt.Errorf("serve exited with %d after SIGTERM:\n%s", code, s.tail())
+				s.stopErr = fmt.Errorf("%s exited with %d after SIGTERM:\n%s", s.name, code, s.tail())
 			}
 		case <-time.After(3 * time.Minute):
 			s.cmd.Process.Kill()
 			<-s.exited
-			s.stopErr = fmt.Errorf("serve did not stop within 3 minutes of SIGTERM:\n%s", s.tail())
+			s.stopErr = fmt.Errorf("%s did not stop within 3 minutes of SIGTERM:\n%s", s.name, s.tail())
 		}
 	})
 	return s.stopErr
@@ -136,7 +146,7 @@ func (s *serve) seed(ctx context.Context, file string) error {
 	if err := os.WriteFile(file, []byte(sql), 0o644); err != nil {
 		return err
 	}
-	out, err := exec.CommandContext(ctx, s.c.bin, "--state-dir", s.state, "source", "add", "soak", "--from-sql", file).CombinedOutput()
+	out, err := exec.CommandContext(ctx, s.bin, "--state-dir", s.state, "source", "add", "soak", "--from-sql", file).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("source add: %v\n%s", err, out)
 	}
@@ -153,13 +163,19 @@ func (s *serve) dsn(branch string, extra ...string) string {
 // branchInfo is the part of GET /v1/branches the soak reads.
 type branchInfo struct {
 	Name     string `json:"name"`
+	Source   string `json:"source"`
 	State    string `json:"state"`
 	Sessions int    `json:"sessions"`
 }
 
-func (s *serve) list(ctx context.Context) ([]branchInfo, error) {
+// list lists the branches the process holds (with all, warm pool members too).
+func (s *serve) list(ctx context.Context, all bool) ([]branchInfo, error) {
+	path := "/v1/branches"
+	if all {
+		path += "?all=true"
+	}
 	var out []branchInfo
-	err := s.call(ctx, http.MethodGet, "/v1/branches", &out)
+	err := s.call(ctx, http.MethodGet, path, &out)
 	return out, err
 }
 
@@ -194,53 +210,16 @@ type apiError struct {
 
 func (e *apiError) Error() string { return fmt.Sprintf("admin API: %d %s", e.status, e.body) }
 
-// quiesce waits, after the load, for the ephemeral branches to go and checks that
-// what runs agrees with what the catalog says runs.
-func (s *serve) quiesce(ctx context.Context, l *load) []string {
-	var problems []string
-	// Ephemeral branches go by the reaper, whose pass runs its actions one after
-	// another: on a loaded machine a destroy can wait behind many idle stops.
-	start, deadline := time.Now(), time.Now().Add(3*time.Minute)
-	for {
-		list, err := s.list(ctx)
-		if err != nil {
-			return append(problems, "list branches after the load: "+err.Error())
-		}
-		running, eph, busy := 0, 0, 0
-		var ephs []string
-		for _, b := range list {
-			if b.State == "running" {
-				running++
-			}
-			if strings.HasPrefix(b.Name, "eph-") {
-				eph++
-				ephs = append(ephs, b.Name+" "+b.State)
-			}
-			busy += b.Sessions
-		}
-		mounts, pms := countMounts(s.state), len(postmastersUnder(s.state))
-		if eph == 0 && busy == 0 && mounts == running && pms == running {
-			fmt.Printf("soak: quiet %s after the load\n", time.Since(start).Round(time.Second))
-			return problems
-		}
-		if time.Now().After(deadline) {
-			return append(problems, fmt.Sprintf("3 minutes after the load: %d ephemeral branches left %v, %d sessions, %d running branches, %d mounts, %d postmasters",
-				eph, ephs, busy, running, mounts, pms))
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
-
-// leftovers lists mounts and postmasters left under the state directory once serve
-// has stopped.
+// leftovers lists mounts and postmasters left under the state directory once the
+// process has stopped, and removes them.
 func (s *serve) leftovers() []string {
 	var out []string
 	for _, m := range mountsUnder(s.state) {
-		out = append(out, "mount left after serve stopped: "+m)
+		out = append(out, fmt.Sprintf("mount left after %s stopped: %s", s.name, m))
 		syscall.Unmount(m, syscall.MNT_DETACH)
 	}
 	for _, pid := range postmastersUnder(s.state) {
-		out = append(out, fmt.Sprintf("postmaster %d left running after serve stopped", pid))
+		out = append(out, fmt.Sprintf("postmaster %d left running after %s stopped", pid, s.name))
 		syscall.Kill(pid, syscall.SIGQUIT)
 	}
 	return out
