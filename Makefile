@@ -9,7 +9,7 @@ SIM_KILL_REPS ?= 10
 SIM_CATALOG_STOP ?= 30s
 
 .PHONY: help build shim test test-short run bench fuzz lint deps clean image
-.PHONY: soak sim-smoke sim
+.PHONY: soak soak-roles sim-smoke sim
 .PHONY: bench-branchbench
 .PHONY: kube-check kube-image
 
@@ -44,6 +44,9 @@ bench: deps build ## side-by-side benchmarks (BENCH_QUICK=1 for a short run)
 
 soak: deps build ## long run under mixed load, fails on leaks and lost writes (SOAK_DURATION, default 10m; needs root)
 	SOAK_DURATION=$(SOAK_DURATION) $(GO) run ./integration/soak --bin $(BIN)/pgbranchproxy --shim $(BIN)/liblazyrw.so
+
+soak-roles: deps build ## the same through two fronts and two nodes on a Postgres catalog the soak starts (SOAK_DURATION; needs root)
+	SOAK_DURATION=$(SOAK_DURATION) $(GO) run ./integration/soak --roles --bin $(BIN)/pgbranchproxy --shim $(BIN)/liblazyrw.so
 
 sim-smoke: deps ## fronts and nodes on network namespaces: race, fan-out, cancels, front kills, node kill, partition, shared sessions, catalog stop and cut, frozen node (in make test; needs root)
 	$(GO) test -count=1 -timeout 10m -v -run '^TestSmoke$$' ./sim
