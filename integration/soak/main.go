@@ -108,17 +108,18 @@ func run(ctx context.Context, c config) error {
 	}
 	defer sys.stop()
 	problems, err := soak(ctx, c, sys)
-	if err != nil {
-		return err
-	}
+	// Stopped, and what is left removed, whether or not the soak went to its end.
 	if err := sys.stop(); err != nil {
 		problems = append(problems, err.Error())
 	}
 	problems = append(problems, sys.leftovers()...)
+	for _, p := range problems {
+		fmt.Fprintln(os.Stderr, "soak:", p)
+	}
+	if err != nil {
+		return err
+	}
 	if len(problems) > 0 {
-		for _, p := range problems {
-			fmt.Fprintln(os.Stderr, "soak:", p)
-		}
 		return fmt.Errorf("%d problems", len(problems))
 	}
 	failed = false

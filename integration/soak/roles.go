@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -22,8 +23,11 @@ func startRoles(ctx context.Context, c config, dir string) (*system, error) {
 	}
 	s := &system{dir: dir, pg: pg, pgDir: catalogDir(pg)}
 	fail := func(err error) (*system, error) {
-		s.stop()
-		return nil, err
+		errs := []error{err, s.stop()}
+		for _, left := range s.leftovers() {
+			errs = append(errs, errors.New(left))
+		}
+		return nil, errors.Join(errs...)
 	}
 	dbURL, err := pg.NewDatabase(ctx)
 	if err != nil {

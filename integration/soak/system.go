@@ -50,8 +50,7 @@ func startSingle(ctx context.Context, c config, dir string) (*system, error) {
 	}
 	s := &system{dir: dir, nodes: []*serve{srv}, fronts: []*serve{srv}, procs: []*serve{srv}, cat: sqliteCatalog(state)}
 	if err := srv.seed(ctx, filepath.Join(dir, "soak.sql")); err != nil {
-		s.stop()
-		return nil, err
+		return nil, errors.Join(err, s.stop())
 	}
 	return s, nil
 }
