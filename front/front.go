@@ -19,6 +19,7 @@ import (
 	"github.com/pgbranchproxy/pgbranchproxy/branches/roles"
 	"github.com/pgbranchproxy/pgbranchproxy/proxy"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
+	"golang.org/x/sync/singleflight"
 )
 
 // SQLSTATEs a front sends for its own failures.
@@ -42,9 +43,12 @@ type Branches struct {
 	// ownerRead reads a route for awaitOwner: the catalog's RouteOf.
 	ownerRead func(ctx context.Context, source, name string) (catalog.Route, error)
 
-	mu      sync.Mutex
-	sources []sourceSeed
-	loaded  time.Time
+	loads singleflight.Group // reads of the sources, shared (load)
+	// sourcesRead reads the sources and their seeds for load: the catalog's.
+	sourcesRead func(ctx context.Context) ([]catalog.Source, []catalog.Seed, error)
+	mu          sync.Mutex
+	sources     []sourceSeed
+	loaded      time.Time
 }
 
 // New returns the branches of the catalog cat, whose nodes are reached with
@@ -54,7 +58,8 @@ func New(cat *catalog.Catalog, dial Dialer) *Branches {
 		var d net.Dialer
 		dial = func(ctx context.Context, _, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 	}
-	return &Branches{cat: cat, dial: dial, ownerWait: ownerRetry, pollEvery: pollEvery, ownerRead: cat.RouteOf}
+	return &Branches{cat: cat, dial: dial, ownerWait: ownerRetry, pollEvery: pollEvery, ownerRead: cat.RouteOf,
+		sourcesRead: catalogSources(cat)}
 }
 
 // Roles returns the login roles of the route's branch, of its parent for a new

@@ -3,11 +3,13 @@ package front
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
+	"golang.org/x/sync/singleflight"
 )
 
 // sourcesTTL is how long the sources and their seeds' databases and roles are
@@ -56,18 +58,32 @@ func (b *Branches) load(ctx context.Context, fresh bool) ([]sourceSeed, error) {
 	if !fresh && last != nil && time.Since(at) < sourcesTTL {
 		return last, nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, catalogReadTimeout)
-	defer cancel()
-	srcs, err := b.cat.Sources(rctx)
-	var seeds []catalog.Seed
-	if err == nil {
-		seeds, err = b.cat.Seeds(rctx)
+	// Clients that arrive together share one read, which none of them can cut
+	// short: a burst of new connections is one pair of queries, not one each.
+	ch := b.loads.DoChan("sources", func() (any, error) { return b.readSources() })
+	var r singleflight.Result
+	select {
+	case r = <-ch:
+	case <-ctx.Done():
+		r.Err = fmt.Errorf("%w: %w", catalog.ErrUnavailable, ctx.Err())
 	}
-	if err != nil {
-		if last != nil && errors.Is(err, catalog.ErrUnavailable) {
+	if r.Err != nil {
+		if last != nil && errors.Is(r.Err, catalog.ErrUnavailable) {
 			return last, nil // as last read: running branches stay reachable
 		}
-		return nil, catalogError(err)
+		return nil, catalogError(r.Err)
+	}
+	return r.Val.([]sourceSeed), nil
+}
+
+// readSources reads the sources and their newest seeds from the catalog, within
+// catalogReadTimeout, and keeps them.
+func (b *Branches) readSources() ([]sourceSeed, error) {
+	rctx, cancel := context.WithTimeout(context.Background(), catalogReadTimeout)
+	defer cancel()
+	srcs, seeds, err := b.sourcesRead(rctx)
+	if err != nil {
+		return nil, err
 	}
 	newest := catalog.NewestSeeds(seeds)
 	out := make([]sourceSeed, 0, len(srcs))
@@ -79,4 +95,16 @@ func (b *Branches) load(ctx context.Context, fresh bool) ([]sourceSeed, error) {
 	b.sources, b.loaded = out, time.Now()
 	b.mu.Unlock()
 	return out, nil
+}
+
+// catalogSources reads the catalog's sources and seeds (Branches.sourcesRead).
+func catalogSources(cat *catalog.Catalog) func(context.Context) ([]catalog.Source, []catalog.Seed, error) {
+	return func(ctx context.Context) ([]catalog.Source, []catalog.Seed, error) {
+		srcs, err := cat.Sources(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		seeds, err := cat.Seeds(ctx)
+		return srcs, seeds, err
+	}
 }

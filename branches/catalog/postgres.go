@@ -30,8 +30,11 @@ func openPostgres(ctx context.Context, url string) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open catalog %s: %w", Redact(url), err)
 	}
+	// All kept open once made: a burst of new sessions at a front reads the
+	// catalog on every connection, and a new catalog connection (a backend fork)
+	// on a loaded host can take longer than a front's read timeout.
 	db.SetMaxOpenConns(8)
-	db.SetMaxIdleConns(4)
+	db.SetMaxIdleConns(8)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
