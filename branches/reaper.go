@@ -154,6 +154,9 @@ func (m *Manager) apply(ctx context.Context, a action) {
 		}
 	case errors.Is(err, ErrBusy), errors.Is(err, ErrNotFound), errors.Is(err, ErrClosed):
 		// A session arrived, or the branch went, after the plan: nothing to do.
+	case ctx.Err() != nil:
+		// Shutting down: Close stops the branch anyway.
+		m.log.Debug("reaper action cut short by shutdown", zap.String("branch", a.k.name), zap.String("action", string(a.kind)))
 	default:
 		m.log.Error("reaper action failed", zap.String("source", a.k.source), zap.String("branch", a.k.name),
 			zap.String("action", string(a.kind)), zap.String("reason", a.reason), zap.Error(err))
