@@ -37,22 +37,9 @@ func (c *Catalog) Janitor(ctx context.Context, deadAfter time.Duration) (_ Swept
 	var s Swept
 	err = c.tx(ctx, func(tx sqlTx) error {
 		s = Swept{}
-		rows, err := tx.tx.QueryContext(ctx, c.d.rebind(`SELECT id FROM nodes WHERE state <> ? AND id <> ? AND lease_until < `+
-			c.d.nowNanos()+` - ? ORDER BY id`+c.d.skipLocked()), NodeDead, me, int64(deadAfter))
+		dead, err := scanColumn[string](tx.tx.QueryContext(ctx, c.d.rebind(`SELECT id FROM nodes WHERE state <> ? AND id <> ? AND lease_until < `+
+			c.d.nowNanos()+` - ? ORDER BY id`+c.d.skipLocked()), NodeDead, me, int64(deadAfter)))
 		if err != nil {
-			return err
-		}
-		var dead []string
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			dead = append(dead, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return err
 		}
 		for _, id := range dead {
@@ -128,21 +115,8 @@ func (c *Catalog) Answering() time.Duration {
 // buryBuilds deletes the dead node id's unfinished seed builds, and each source
 // that is left with no seed and no branch (the node died adding it), inside tx.
 func (c *Catalog) buryBuilds(ctx context.Context, tx sqlTx, id string, s *Swept) error {
-	rows, err := tx.tx.QueryContext(ctx, c.d.rebind(`SELECT DISTINCT source FROM seeds WHERE node_id = ? AND state <> ? ORDER BY source`), id, SeedReady)
+	sources, err := scanColumn[string](tx.tx.QueryContext(ctx, c.d.rebind(`SELECT DISTINCT source FROM seeds WHERE node_id = ? AND state <> ? ORDER BY source`), id, SeedReady))
 	if err != nil {
-		return err
-	}
-	var sources []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			rows.Close()
-			return err
-		}
-		sources = append(sources, name)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return err
 	}
 	res, err := tx.exec(ctx, `DELETE FROM seeds WHERE node_id = ? AND state <> ?`, id, SeedReady)

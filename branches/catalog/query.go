@@ -131,3 +131,21 @@ func (c *Catalog) check(err *error) {
 		*err = fmt.Errorf("%w: %w", ErrUnavailable, *err)
 	}
 }
+
+// scanColumn reads every row of a one-column result, then closes rows; with err
+// set (the query's), it returns that.
+func scanColumn[T any](rows *sql.Rows, err error) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		var v T
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}

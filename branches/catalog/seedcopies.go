@@ -87,39 +87,13 @@ func (c *Catalog) SeedCopies(ctx context.Context) (_ []int64, err error) {
 	if me == nil {
 		return nil, nil
 	}
-	rows, err := c.query(ctx, `SELECT seed_id FROM node_seeds WHERE node_id = ? ORDER BY seed_id`, me)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return scanColumn[int64](c.query(ctx, `SELECT seed_id FROM node_seeds WHERE node_id = ? ORDER BY seed_id`, me))
 }
 
 // SeedHolders lists the nodes that hold the seed: its builder and the nodes
 // with a copy.
 func (c *Catalog) SeedHolders(ctx context.Context, seedID int64) (_ []string, err error) {
 	defer c.check(&err)
-	rows, err := c.query(ctx, `SELECT node_id FROM seeds WHERE id = ? AND node_id IS NOT NULL
-		UNION SELECT node_id FROM node_seeds WHERE seed_id = ? ORDER BY 1`, seedID, seedID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return scanColumn[string](c.query(ctx, `SELECT node_id FROM seeds WHERE id = ? AND node_id IS NOT NULL
+		UNION SELECT node_id FROM node_seeds WHERE seed_id = ? ORDER BY 1`, seedID, seedID))
 }
