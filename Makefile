@@ -48,7 +48,7 @@ soak: deps build ## long run under mixed load, fails on leaks and lost writes (S
 soak-roles: deps build ## the same through two fronts and two nodes on a Postgres catalog the soak starts (SOAK_DURATION; needs root)
 	SOAK_DURATION=$(SOAK_DURATION) $(GO) run ./integration/soak --roles --bin $(BIN)/pgbranchproxy --shim $(BIN)/liblazyrw.so
 
-sim-smoke: deps ## fronts and nodes on network namespaces: race, fan-out, cancels, front kills, node kill, partition, shared sessions, catalog stop and cut, frozen node (in make test; needs root)
+sim-smoke: deps ## fronts and nodes on network namespaces: race, cancels, front kills, node kill, partition, shared sessions, catalog stop, frozen node (in make test; needs root)
 	$(GO) test -count=1 -timeout 10m -v -run '^TestSmoke$$' ./sim
 
 sim: deps ## the same with M3 repeated SIM_RACE_REPS times (200), M6 SIM_KILL_REPS times (10), the catalog stopped SIM_CATALOG_STOP (30s), and M11's long cut and M7, for docs/scale-out.md (needs root)

@@ -13,8 +13,9 @@ import (
 // today, one after the other on the same cluster (each starts again whatever a
 // failed one left stopped). SIM_RACE_REPS sets M3's repetitions (default 10),
 // SIM_KILL_REPS M6's (default 1; the nodes take turns), SIM_CATALOG_STOP M9's
-// outage (default 10s); SIM_LONG=1 adds M11's long cut and M7, which `make sim`
-// runs and `make sim-smoke` does not.
+// outage (default 10s); SIM_LONG=1 adds M4's fan-out, M11's cuts and M7, which
+// `make sim` runs and `make sim-smoke` does not (M4's 30 creations and the cuts
+// are the heaviest on two cores, beside the integration suite in `make test`).
 func TestSmoke(t *testing.T) {
 	reps, kills := repetitions(t, "SIM_RACE_REPS", 10), repetitions(t, "SIM_KILL_REPS", 1)
 	outage, long := duration(t, "SIM_CATALOG_STOP", 10*time.Second), os.Getenv("SIM_LONG") == "1"
@@ -42,7 +43,9 @@ func TestSmoke(t *testing.T) {
 	}
 	scenario("M3Race", func(t *testing.T) { testRace(t, ctx, c, reps) })
 	scenario("M5FrontKilledDuringCreate", func(t *testing.T) { testFrontKillDuringCreate(t, ctx, c, len(c.fronts)) })
-	scenario("M4FanOut", func(t *testing.T) { testFanOut(t, ctx, c) })
+	if long {
+		scenario("M4FanOut", func(t *testing.T) { testFanOut(t, ctx, c) })
+	}
 	scenario("M12CancelElsewhere", func(t *testing.T) { testCancelElsewhere(t, ctx, c, branchesOn(t, ctx, c, "m12", 1)) })
 	var on map[string][]string
 	scenario("Branches", func(t *testing.T) { on = branchesOn(t, ctx, c, "b", 2) })
@@ -65,11 +68,11 @@ func TestSmoke(t *testing.T) {
 		c.deadAfter(t, failDeadAfter)
 		testCatalogStopped(t, ctx, c, outage, failDeadAfter)
 	})
-	scenario("M11CatalogCutShort", func(t *testing.T) {
-		c.deadAfter(t, failDeadAfter)
-		testCatalogCut(t, ctx, c, c.nodes[0], c.nodes[1], false, failDeadAfter)
-	})
 	if long {
+		scenario("M11CatalogCutShort", func(t *testing.T) {
+			c.deadAfter(t, failDeadAfter)
+			testCatalogCut(t, ctx, c, c.nodes[0], c.nodes[1], false, failDeadAfter)
+		})
 		scenario("M11CatalogCutLong", func(t *testing.T) {
 			c.deadAfter(t, failDeadAfter)
 			testCatalogCut(t, ctx, c, c.nodes[0], c.nodes[1], true, failDeadAfter)
