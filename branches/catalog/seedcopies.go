@@ -25,15 +25,21 @@ CREATE TABLE IF NOT EXISTS node_seeds (
 // process that has not registered as a node.
 var errNotRegistered = errors.New("this process is not registered as a node")
 
+// ownRowFence returns this node's id and the fence of a write to its own rows
+// of node_seeds (nodeFence); errNotRegistered for a process that is no node.
+func (c *Catalog) ownRowFence() (me any, cond string, args []any, err error) {
+	if me, _ = c.owner(); me == nil {
+		return nil, "", nil, errNotRegistered
+	}
+	cond, args, err = c.nodeFence(false)
+	return me, cond, args, err
+}
+
 // AddSeedCopy records that this node holds a complete copy of the seed. It is
 // fenced by the node row; recording a copy twice is not an error.
 func (c *Catalog) AddSeedCopy(ctx context.Context, seedID int64) (err error) {
 	defer c.check(&err)
-	me, _ := c.owner()
-	if me == nil {
-		return errNotRegistered
-	}
-	cond, args, err := c.nodeFence(false)
+	me, cond, args, err := c.ownRowFence()
 	if err != nil {
 		return err
 	}
@@ -65,11 +71,7 @@ func (c *Catalog) AddSeedCopy(ctx context.Context, seedID int64) (err error) {
 // fenced by the node row.
 func (c *Catalog) DeleteSeedCopy(ctx context.Context, seedID int64) (err error) {
 	defer c.check(&err)
-	me, _ := c.owner()
-	if me == nil {
-		return errNotRegistered
-	}
-	cond, args, err := c.nodeFence(false)
+	me, cond, args, err := c.ownRowFence()
 	if err != nil {
 		return err
 	}
