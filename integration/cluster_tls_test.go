@@ -15,17 +15,7 @@ func TestClusterTLS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	_, url := startCatalog(t, ctx)
-	dir := t.TempDir()
-	for _, args := range [][]string{
-		{"cluster", "init", "--dir", dir},
-		{"cluster", "issue", "--dir", dir, "--role", "node", "--name", "node-a", "--host", "127.0.0.1"},
-		{"cluster", "issue", "--dir", dir, "--role", "front", "--name", "front-1"},
-		{"cluster", "issue", "--dir", dir, "--role", "front", "--name", "front-2"},
-	} {
-		if out, err := exec.Command(binPath, args...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, out)
-		}
-	}
+	dir := makeCluster(t, []string{"node-a"}, []string{"front-1", "front-2"})
 	state := newStateDir(t)
 	node := startServer(t, state, "--catalog", url, "--role", "node", "--cluster-dir", dir, "--cluster-name", "node-a")
 	node.seedSQL("app", lifecycleSQL)
@@ -46,4 +36,24 @@ func TestClusterTLS(t *testing.T) {
 	}
 	waitNoSessions(t, node, "secure")
 	testCancelAcrossFronts(t, ctx, f1, f2, "secure")
+}
+
+// makeCluster makes a cluster directory with a CA and the named nodes (for
+// 127.0.0.1) and fronts, with the binary's cluster commands.
+func makeCluster(t *testing.T, nodes, fronts []string) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmds := [][]string{{"cluster", "init", "--dir", dir}}
+	for _, n := range nodes {
+		cmds = append(cmds, []string{"cluster", "issue", "--dir", dir, "--role", "node", "--name", n, "--host", "127.0.0.1"})
+	}
+	for _, f := range fronts {
+		cmds = append(cmds, []string{"cluster", "issue", "--dir", dir, "--role", "front", "--name", f})
+	}
+	for _, args := range cmds {
+		if out, err := exec.Command(binPath, args...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	return dir
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"syscall"
@@ -24,17 +23,7 @@ func TestSeedCopies(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	_, url := startCatalog(t, ctx)
-	dir := t.TempDir()
-	for _, args := range [][]string{
-		{"cluster", "init", "--dir", dir},
-		{"cluster", "issue", "--dir", dir, "--role", "node", "--name", "node-a", "--host", "127.0.0.1"},
-		{"cluster", "issue", "--dir", dir, "--role", "node", "--name", "node-b", "--host", "127.0.0.1"},
-		{"cluster", "issue", "--dir", dir, "--role", "front", "--name", "front-1"},
-	} {
-		if out, err := exec.Command(binPath, args...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, out)
-		}
-	}
+	dir := makeCluster(t, []string{"node-a", "node-b"}, []string{"front-1"})
 	node := func(name string) *server {
 		return startServer(t, newStateDir(t), "--catalog", url, "--role", "node", "--cluster-dir", dir,
 			"--cluster-name", name, "--reap-interval", "300ms")
