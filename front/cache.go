@@ -138,5 +138,24 @@ func (b *Branches) route(ctx context.Context, source, name string) (catalog.Rout
 // Watch keeps the route cache in step with the catalog until ctx ends; run it in
 // a goroutine of its own. Without it, cached routes serve for a second.
 func (b *Branches) Watch(ctx context.Context) {
+	swept := make(chan struct{})
+	go func() { b.sweepConns(ctx); close(swept) }()
 	b.cat.WatchRoutes(ctx, b.cache.change, b.cache.listening.Store)
+	<-swept
+}
+
+// sweepConns closes the connections to nodes kept too long, every keptFor/4,
+// until ctx ends, and then every kept connection.
+func (b *Branches) sweepConns(ctx context.Context) {
+	t := time.NewTicker(keptFor / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			b.conns.close()
+			return
+		case now := <-t.C:
+			b.conns.sweep(now)
+		}
+	}
 }

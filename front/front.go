@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
@@ -37,6 +38,7 @@ type Branches struct {
 	cat       *catalog.Catalog
 	dial      Dialer
 	cache     routeCache
+	conns     nodeConns     // idle connections to nodes, for the next sessions
 	ownerWait time.Duration // how long an owner that is away is waited for, connects included (ownerRetry)
 	pollEvery time.Duration // how often the route of a branch whose owner is away is read (pollEvery)
 	polls     ownerPolls
@@ -169,7 +171,7 @@ func (b *Branches) recreate(ctx context.Context, lost catalog.Branch, source, na
 // client: if the node refuses the session, its Reroute follows the name
 // (follower).
 func (b *Branches) placed(k routeKey, node, addr string, opts router.Options, deadline time.Time, notices []string) proxy.Lease {
-	l := &lease{node: node, addr: addr, opts: opts, dial: b.dial, deadline: deadline}
+	l := b.lease(node, addr, opts, deadline)
 	l.reroute = b.follower(k, node, opts, deadline, notices)
 	return withNotices(l, notices)
 }
@@ -177,8 +179,15 @@ func (b *Branches) placed(k routeKey, node, addr string, opts router.Options, de
 // owned is the lease to the node that holds k's branch; one that does not
 // answer drops k's cached route.
 func (b *Branches) owned(k routeKey, node, addr string, opts router.Options, deadline time.Time) *lease {
-	return &lease{node: node, addr: addr, opts: opts, dial: b.dial, deadline: deadline,
-		unreachable: func() { b.cache.forget(k) }}
+	l := b.lease(node, addr, opts, deadline)
+	l.unreachable = func() { b.cache.forget(k) }
+	return l
+}
+
+// lease is the lease of a session on node at addr, on one of the connections
+// kept to it when there is one.
+func (b *Branches) lease(node, addr string, opts router.Options, deadline time.Time) *lease {
+	return &lease{node: node, addr: addr, opts: opts, dial: b.dial, deadline: deadline, conns: &b.conns, kept: new(atomic.Bool)}
 }
 
 // withNotices gives l's client notices, if any.
@@ -206,7 +215,7 @@ func (b *Branches) follower(k routeKey, placed string, opts router.Options, dead
 			if err != nil || node == placed {
 				return nil, nil
 			}
-			return withNotices(&lease{node: node, addr: addr, opts: opts, dial: b.dial, deadline: deadline}, notices), nil
+			return withNotices(b.lease(node, addr, opts, deadline), notices), nil
 		}
 		if rt.NodeID == placed || rt.NodeAddr == "" || !rt.NodeLive || rt.NodeState == catalog.NodeDead || rt.Branch.State == catalog.Lost {
 			return nil, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,6 +26,10 @@ type lease struct {
 	// reroute, for a new name's lease, finds where the name went when the node
 	// refused it (Reroute); nil for a branch that has a row.
 	reroute func(ctx context.Context) (proxy.Lease, error)
+	// conns are the connections kept to nodes (nil: none kept); kept says
+	// whether Dial's last connection was one of them.
+	conns *nodeConns
+	kept  *atomic.Bool
 }
 
 // dialTimeout bounds one connect to a node: one that is cut off is given up in
@@ -40,6 +45,7 @@ const ownerRetry = 10 * time.Second
 var (
 	_ proxy.RouteForwarder = (*lease)(nil)
 	_ proxy.Rerouter       = (*lease)(nil)
+	_ proxy.ConnKeeper     = (*lease)(nil)
 )
 
 // Reroute, for a new name's lease, follows the name to the node that made its
@@ -61,6 +67,13 @@ func (l *lease) Reroute(ctx context.Context) (proxy.Lease, error) {
 // (RouteParams). A cancel request goes the same way, and the node forwards it
 // to the branch's server.
 func (l *lease) Dial(ctx context.Context) (net.Conn, error) {
+	if l.conns != nil {
+		c := l.conns.take(l.node, l.addr)
+		l.kept.Store(c != nil)
+		if c != nil {
+			return c, nil
+		}
+	}
 	for {
 		end := time.Now().Add(dialTimeout)
 		if l.deadline.Before(end) {
@@ -106,8 +119,21 @@ func away(err error) bool {
 }
 
 // RouteParams gives the node the route's options, the source named: the node
-// may know other sources by the same database.
-func (l *lease) RouteParams() map[string]string { return l.opts.Params() }
+// may know other sources by the same database. A lease that keeps connections
+// asks the node to keep this one (proxy.OptKeepConn).
+func (l *lease) RouteParams() map[string]string {
+	p := l.opts.Params()
+	if l.conns != nil {
+		p[proxy.OptKeepConn] = "on"
+	}
+	return p
+}
+
+// Keep keeps c, ready for another session, for the next session to the node.
+func (l *lease) Keep(c net.Conn) { l.conns.put(l.node, l.addr, c) }
+
+// Kept reports whether Dial's last connection was a kept one.
+func (l *lease) Kept() bool { return l.kept != nil && l.kept.Load() }
 
 func (l *lease) TakeIdle(string) io.Closer { return nil }
 

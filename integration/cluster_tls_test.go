@@ -25,6 +25,15 @@ func TestClusterTLS(t *testing.T) {
 	if out, err := f1.psql(t, "app@secure", "UPDATE t SET v = 'tls' WHERE id = 1 RETURNING v"); err != nil || out != "tls\nUPDATE 1" {
 		t.Fatalf("a session through the front: %q %v\n%s\n%s", out, err, f1.logs(), node.logs())
 	}
+	// The next session through the front goes on the TLS connection the first
+	// left open: the node accepts none.
+	accepted := metricValue(t, node.metrics(t), "pgbranch_proxy_connections_total")
+	if out, err := f1.psql(t, "app@secure", "SELECT v FROM t WHERE id = 1"); err != nil || out != "tls" {
+		t.Fatalf("a second session through the front: %q %v", out, err)
+	}
+	if n := metricValue(t, node.metrics(t), "pgbranch_proxy_connections_total"); n != accepted {
+		t.Errorf("the node accepted %v connections for the second session, want none", n-accepted)
+	}
 	if id := mustStateID(t, state); id != "node-a" {
 		t.Fatalf("node id %q, want its certificate's name node-a", id)
 	}

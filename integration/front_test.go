@@ -90,7 +90,9 @@ func TestFrontRoutesToNode(t *testing.T) {
 	}
 	waitNoSessions(t, node, "viafront")
 
-	// Again through the front: the node hands back its parked server session.
+	// Again through the front: the node hands back its parked server session,
+	// on the connection the front kept from the first session.
+	accepted := metricValue(t, node.metrics(t), "pgbranch_proxy_connections_total")
 	c = connectDSN(t, ctx, fr.dsnAs("app@viafront", "alice", "alice-pw", "sslmode=disable"))
 	var pid2 int
 	if err := c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid2); err != nil {
@@ -100,6 +102,12 @@ func TestFrontRoutesToNode(t *testing.T) {
 	if pid2 != pid1 {
 		t.Errorf("second session on backend %d, want the reused %d", pid2, pid1)
 	}
+	if n := metricValue(t, node.metrics(t), "pgbranch_proxy_connections_total"); n != accepted {
+		t.Errorf("the node accepted %v connections for a session through the front, want none: it takes the kept one", n-accepted)
+	}
+	eventually(t, 10*time.Second, "the front to keep its node connection twice", func() bool {
+		return metricValue(t, scrape(t, metricsAddr), "pgbranch_proxy_node_connections_kept_total") >= 2
+	})
 
 	if m := scrape(t, metricsAddr); !strings.Contains(m, "pgbranch_proxy_connections_total") || strings.Contains(m, "pgbranch_branches") {
 		t.Fatalf("the front's /metrics: want the proxy's metrics and no branch manager's:\n%s", m)

@@ -24,9 +24,11 @@ const maxBackendStartupMessage = 1 << 20
 // lengthens cancel keys). Branch servers are always spoken to in 3.0.
 const newestMinor = 2
 
-// handle serves one client connection from accept to close.
+// handle serves one client connection from accept to close: one session, or
+// one after another on a connection a front keeps (OptKeepConn).
 func (s *Server) handle(raw net.Conn) {
-	defer s.untrack(raw)
+	tracked := raw
+	defer func() { s.untrack(tracked) }()
 	conn := raw
 	defer func() { conn.Close() }()
 	log := s.log.WithLazy(zap.Stringer("remote", raw.RemoteAddr()))
@@ -36,41 +38,54 @@ func (s *Server) handle(raw net.Conn) {
 	}
 	conn.SetDeadline(time.Now().Add(s.cfg.StartupTimeout))
 	st, err := s.readClientStartup(conn, log)
-	if st.conn != nil {
-		conn = st.conn
-	}
-	if err != nil {
-		if errors.Is(err, errProtocol) || errors.Is(err, errNotSupported) || errors.Is(err, errSSLRequired) || errors.Is(err, errNoUser) {
-			s.refuse(conn, log, err)
-		} else if ce := log.Check(zap.DebugLevel, "client left during startup"); ce != nil {
-			ce.Write(zap.Error(err))
+	for {
+		if st.conn != nil {
+			conn = st.conn
 		}
-		return
-	}
-	if st.params == nil {
-		return // a cancel request, handled
-	}
-	route, err := router.Parse(st.params, s.cfg.DefaultBranch)
-	if err != nil {
-		s.refuse(conn, log, err)
-		return
-	}
-	user := st.params["user"]
-	log = log.WithLazy(zap.String("database", route.Database), zap.String("branch", route.Branch), zap.String("user", user))
-	if err := negotiate(conn, st); err != nil {
-		return
-	}
-	if s.cfg.Auth != AuthTrust {
-		if err := s.login(conn, route, user, raw.RemoteAddr()); err != nil {
-			if errors.Is(err, errAuthFailed) || errors.Is(err, errTooManyFailures) {
-				log.Info("authentication failed", zap.Error(err))
-				s.refuse(conn, log, fmt.Errorf("%w for user %q", err, user))
-			} else if errors.Is(err, errProtocol) || errors.Is(err, errRoles) || classify(err).id == "" {
+		if err != nil {
+			if errors.Is(err, errProtocol) || errors.Is(err, errNotSupported) || errors.Is(err, errSSLRequired) || errors.Is(err, errNoUser) {
 				s.refuse(conn, log, err)
-			} else if ce := log.Check(zap.DebugLevel, "client left during authentication"); ce != nil {
+			} else if ce := log.Check(zap.DebugLevel, "client left during startup"); ce != nil {
 				ce.Write(zap.Error(err))
 			}
 			return
+		}
+		if st.params == nil {
+			return // a cancel request, handled
+		}
+		kept := s.session(conn, raw, st, log)
+		if kept == nil {
+			return
+		}
+		if kept != conn {
+			// The pump handed the socket back as a new connection.
+			s.retrack(tracked, kept)
+			tracked = kept
+		}
+		conn = kept
+		st, err = s.nextStartup(kept, st, log)
+	}
+}
+
+// session serves the session whose startup packet st is, on conn. It returns the
+// connection to read the next session's startup from when the client (a front)
+// keeps it for another session, else nil.
+func (s *Server) session(conn, raw net.Conn, st clientStartup, log *zap.Logger) net.Conn {
+	route, err := router.Parse(st.params, s.cfg.DefaultBranch)
+	if err != nil {
+		s.refuse(conn, log, err)
+		return nil
+	}
+	user := st.params["user"]
+	log = log.WithLazy(zap.String("database", route.Database), zap.String("branch", route.Branch), zap.String("user", user))
+	keepClient := s.takeKeepOption(&st)
+	if err := negotiate(conn, st); err != nil {
+		return nil
+	}
+	if s.cfg.Auth != AuthTrust {
+		if err := s.login(conn, route, user, raw.RemoteAddr()); err != nil {
+			s.loginFailed(conn, user, err, log)
+			return nil
 		}
 	}
 	// AuthenticationOk goes out with the branch server's start-up messages.
@@ -81,26 +96,13 @@ func (s *Server) handle(raw net.Conn) {
 	lease, err := s.branches.Acquire(ctx, route)
 	if err != nil {
 		s.refuse(conn, log, err)
-		return
+		return nil
 	}
 	lease, sc, reused, err := s.sessionOn(ctx, lease, route, log)
 	if err != nil {
 		lease.Release()
-		var be *backendError
-		var ce *ClientError
-		if _, fwd := lease.(RouteForwarder); fwd && !errors.As(err, &be) && !errors.As(err, &ce) {
-			err = errNodeSilent(err)
-		}
-		if errors.As(err, &be) {
-			// The branch server's own refusal (too many clients, no such database)
-			// reaches the client as it was sent.
-			conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
-			conn.Write(be.msg)
-			log.Info("branch server refused the session", zap.String("sqlstate", be.code), zap.String("message", be.text))
-			return
-		}
-		s.refuse(conn, log, err)
-		return
+		s.refuseStart(conn, lease, err, log)
+		return nil
 	}
 	secret := s.cancelSecret(lease, sc, st.version, route.Params["database"])
 	if ce := log.Check(zap.DebugLevel, "session started"); ce != nil {
@@ -117,17 +119,53 @@ func (s *Server) handle(raw net.Conn) {
 	if err != nil {
 		leave()
 		sc.Close()
-		return
+		return nil
 	}
 	appName := route.Params["application_name"]
 	park := &parkAfterLeave{park: func(server int) { s.parkReset(lease, sc, server, appName, log) }}
-	end := s.relaySession(conn, raw, sc, park, appName, leave, log)
+	out := s.relaySession(conn, raw, sc, park, appName, keepClient, leave, log)
 	leave()
-	if end == relayParking {
+	switch k, ok := lease.(ConnKeeper); {
+	case out.end == relayParking:
 		park.left()
+	case ok && sc.keep && out.end == relayIdle:
+		s.passOn(k, sc, log)
+	default:
+		s.endSession(lease, sc, out.end == relayIdle, appName, log)
+	}
+	return s.ackKept(out.client, log)
+}
+
+// loginFailed tells a client whose login failed why, or logs that it left.
+func (s *Server) loginFailed(conn net.Conn, user string, err error, log *zap.Logger) {
+	switch {
+	case errors.Is(err, errAuthFailed) || errors.Is(err, errTooManyFailures):
+		log.Info("authentication failed", zap.Error(err))
+		s.refuse(conn, log, fmt.Errorf("%w for user %q", err, user))
+	case errors.Is(err, errProtocol) || errors.Is(err, errRoles) || classify(err).id == "":
+		s.refuse(conn, log, err)
+	default:
+		if ce := log.Check(zap.DebugLevel, "client left during authentication"); ce != nil {
+			ce.Write(zap.Error(err))
+		}
+	}
+}
+
+// refuseStart tells the client why its server session did not start: a branch
+// server's own refusal (too many clients, no such database) as it was sent.
+func (s *Server) refuseStart(conn net.Conn, lease Lease, err error, log *zap.Logger) {
+	var be *backendError
+	var ce *ClientError
+	if _, fwd := lease.(RouteForwarder); fwd && !errors.As(err, &be) && !errors.As(err, &ce) {
+		err = errNodeSilent(err)
+	}
+	if errors.As(err, &be) {
+		conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		conn.Write(be.msg)
+		log.Info("branch server refused the session", zap.String("sqlstate", be.code), zap.String("message", be.text))
 		return
 	}
-	s.endSession(lease, sc, end == relayIdle, appName, log)
+	s.refuse(conn, log, err)
 }
 
 // sessionOn opens the route's server session on lease or, when that server
@@ -270,10 +308,22 @@ func (s *Server) serverSession(ctx context.Context, lease Lease, params map[stri
 	// Bound the branch server's start-up by the acquire deadline: a silent server must
 	// not hold the handler, its lease and Shutdown.
 	sc, err := dialServer(ctx, lease.Dial, params)
+	if k, ok := lease.(ConnKeeper); ok && err != nil && k.Kept() && !refusal(err) {
+		// The node closed the kept connection before it saw the start-up.
+		sc, err = dialServer(ctx, lease.Dial, params)
+	}
 	if err == nil {
 		s.Stats.ServersOpened.Add(1)
 	}
 	return sc, false, err
+}
+
+// relayOutcome is what a relayed session left: of its server session (end) and,
+// when the client asked to keep its connection and ended the session cleanly
+// with Terminate, the client's connection, open for the next session.
+type relayOutcome struct {
+	end    relayEnd
+	client net.Conn
 }
 
 // relaySession relays the logged-in session until either side ends it. It reports
@@ -281,57 +331,85 @@ func (s *Server) serverSession(ctx context.Context, lease Lease, params map[stri
 // and park, or one the epoll pump is resetting for the next client to set
 // application_name to appName, which park parks once it has been reset and the
 // handler has called park.left (the handler must not touch sc otherwise). It may
-// call leave once the client has left.
-func (s *Server) relaySession(conn, raw net.Conn, sc *serverConn, park *parkAfterLeave, appName string, leave func(), log *zap.Logger) relayEnd {
+// call leave once the client has left. With keepClient, a client that ends the
+// session with Terminate, idle, gets its connection back (relayOutcome.client).
+func (s *Server) relaySession(conn, raw net.Conn, sc *serverConn, park *parkAfterLeave, appName string, keepClient bool, leave func(), log *zap.Logger) relayOutcome {
 	if s.relayStats.Mode != RelayEpoll {
 		// The kernel relay takes the server connection as a Go connection.
 		if err := sc.attach(); err != nil {
 			log.Warn("take back server connection", zap.Error(err))
-			return relayClosed
+			return relayOutcome{end: relayClosed}
 		}
 	}
 	keep, handled, done := s.relayInKernel(conn, sc, leave, log)
 	defer done()
 	if handled {
-		return endOf(keep)
+		return relayOutcome{end: endOf(keep)}
 	}
 	var track *sessionTrack
-	if s.cfg.Reuse {
+	if s.cfg.Reuse || sc.keep {
 		track = &sessionTrack{}
 	}
 	if tc := plainTCP(conn); tc != nil && len(s.pumps) > 0 && sc.socket() {
-		var reset *pumpReset
-		if track != nil && !s.retired(sc) {
-			reset = newPumpReset(sc.resetQueries(appName), s.cfg.CancelTimeout, park.ended)
-		}
-		result, err := s.pump().addSession(tc, sc, s.cfg.WriteTimeout, track, reset)
-		if err != nil {
-			log.Error("hand session to pump", zap.Error(err))
-			return relayClosed
-		}
-		r := <-result
-		if r.stalled {
-			log.Info("client stopped reading: session cut off", zap.Duration("write_timeout", s.cfg.WriteTimeout))
-		}
-		if r.resetting {
-			return relayParking
-		}
-		if r.server < 0 {
-			return relayClosed
-		}
-		sc.detach(r.server)
-		return relayIdle
+		return s.pumpSession(tc, sc, park, appName, track, keepClient, log)
 	}
 	if err := sc.attach(); err != nil {
 		log.Warn("take back server connection", zap.Error(err))
-		return relayClosed
+		return relayOutcome{end: relayClosed}
 	}
 	stalled, keep := relay(conn, sc.Conn, s.cfg.WriteTimeout, track)
 	if stalled {
 		log.Info("client stopped reading: session cut off", zap.Duration("write_timeout", s.cfg.WriteTimeout))
 		abort(raw)
 	}
-	return endOf(keep)
+	out := relayOutcome{end: endOf(keep)}
+	if keepClient && keep && track.terminated {
+		out.client = conn
+	}
+	return out
+}
+
+// pumpSession relays a plaintext session on an epoll pump (see relaySession).
+func (s *Server) pumpSession(tc *net.TCPConn, sc *serverConn, park *parkAfterLeave, appName string, track *sessionTrack, keepClient bool, log *zap.Logger) relayOutcome {
+	var reset *pumpReset
+	if s.cfg.Reuse && !s.retired(sc) {
+		reset = newPumpReset(sc.resetQueries(appName), s.cfg.CancelTimeout, park.ended)
+	}
+	result, err := s.pump().addSession(tc, sc, s.cfg.WriteTimeout, track, reset, keepClient)
+	if err != nil {
+		log.Error("hand session to pump", zap.Error(err))
+		return relayOutcome{end: relayClosed}
+	}
+	r := <-result
+	if r.stalled {
+		log.Info("client stopped reading: session cut off", zap.Duration("write_timeout", s.cfg.WriteTimeout))
+	}
+	var out relayOutcome
+	if r.client >= 0 {
+		c, err := fdConn(r.client)
+		if err != nil {
+			log.Warn("take back a kept connection", zap.Error(err))
+		}
+		out.client = c
+	}
+	switch {
+	case r.resetting:
+		out.end = relayParking
+	case r.server < 0:
+		out.end = relayClosed
+	default:
+		sc.detach(r.server)
+		out.end = relayIdle
+	}
+	return out
+}
+
+// refusal reports whether err is the server's answer, rather than a failure to
+// reach it.
+func refusal(err error) bool {
+	var be *backendError
+	var ce *ClientError
+	return errors.As(err, &be) || errors.As(err, &ce) || errors.Is(err, errBackendAuth) || errors.Is(err, errProtocol)
 }
 
 func endOf(keep bool) relayEnd {
@@ -493,33 +571,38 @@ func (s *Server) readClientStartup(conn net.Conn, log *zap.Logger) (clientStartu
 			s.handleCancel(body, log)
 			return st, nil
 		case code&majorVersion == protocolV3:
-			// Decode as 3.0 whatever the minor version: the parameters are framed the
-			// same way; negotiate answers other minor versions.
-			msg := pgproto3.StartupMessage{}
-			b := append([]byte(nil), body...)
-			binary.BigEndian.PutUint32(b, protocolV3)
-			if err := msg.Decode(b); err != nil {
-				return st, fmt.Errorf("%w: invalid startup packet", errProtocol)
-			}
-			if err := checkParams(msg.Parameters); err != nil {
-				return st, err
-			}
-			if s.cfg.TLSMode == TLSRequire && !st.tls {
-				return st, errSSLRequired
-			}
-			st.version, st.params = code, msg.Parameters
-			for k := range st.params {
-				if strings.HasPrefix(k, "_pq_.") {
-					st.pq = append(st.pq, k)
-					delete(st.params, k)
-				}
-			}
-			return st, nil
+			return s.startupMessage(st, code, body)
 		default:
 			return st, fmt.Errorf("%w: unsupported frontend protocol %d.%d: server supports 3.0 to 3.%d",
 				errProtocol, code>>16, code&0xffff, newestMinor)
 		}
 	}
+}
+
+// startupMessage decodes a StartupMessage of protocol 3.x into st.
+func (s *Server) startupMessage(st clientStartup, code uint32, body []byte) (clientStartup, error) {
+	// Decode as 3.0 whatever the minor version: the parameters are framed the
+	// same way; negotiate answers other minor versions.
+	msg := pgproto3.StartupMessage{}
+	b := append([]byte(nil), body...)
+	binary.BigEndian.PutUint32(b, protocolV3)
+	if err := msg.Decode(b); err != nil {
+		return st, fmt.Errorf("%w: invalid startup packet", errProtocol)
+	}
+	if err := checkParams(msg.Parameters); err != nil {
+		return st, err
+	}
+	if s.cfg.TLSMode == TLSRequire && !st.tls {
+		return st, errSSLRequired
+	}
+	st.version, st.params, st.pq = code, msg.Parameters, nil
+	for k := range st.params {
+		if strings.HasPrefix(k, "_pq_.") {
+			st.pq = append(st.pq, k)
+			delete(st.params, k)
+		}
+	}
+	return st, nil
 }
 
 // negotiate sends NegotiateProtocolVersion when the client asked for a minor version

@@ -50,6 +50,7 @@ type pumpSession struct {
 	unwatched      [2]bool         // client, server: already out of the epoll set
 	reset          *pumpReset      // run when the client leaves the server idle; nil: hand it back as it is
 	resetting      bool            // the client has left and the reset's answer is awaited
+	keepClient     bool            // hand the client's socket back when it ends the session with Terminate, idle
 }
 
 // pumpResult is how a session ended.
@@ -59,6 +60,9 @@ type pumpResult struct {
 	// resetting: the client left the server idle and the pump is resetting it;
 	// the reset's then is told how it ended.
 	resetting bool
+	// client is the client's socket, left open for its next session (keepClient);
+	// -1 if closed.
+	client int
 }
 
 // How a session ended, as end is told.
@@ -140,15 +144,16 @@ func dupSocket(c net.Conn) (int, error) {
 // pump follows the protocol (see sessionTrack): the client's Terminate is not passed
 // on, and a server session the client leaves idle is handed back open.
 func (p *pump) add(client, server net.Conn, writeTimeout time.Duration, track *sessionTrack) (<-chan pumpResult, error) {
-	return p.addSession(client, &serverConn{Conn: server, fd: -1}, writeTimeout, track, nil)
+	return p.addSession(client, &serverConn{Conn: server, fd: -1}, writeTimeout, track, nil, false)
 }
 
 // addSession is add for a server session, whose socket may already be out of Go's
 // hands (detached, as the pump handed it back). With reset set, a server session
 // the client leaves idle is reset by the pump, which then hands it to the reset's
-// then (see pumpResult.resetting). The session's socket belongs to the pump from
-// here on.
-func (p *pump) addSession(client net.Conn, sc *serverConn, writeTimeout time.Duration, track *sessionTrack, reset *pumpReset) (<-chan pumpResult, error) {
+// then (see pumpResult.resetting). With keepClient, a client that ends the
+// session with Terminate while it is idle is handed back too
+// (pumpResult.client). The session's sockets belong to the pump from here on.
+func (p *pump) addSession(client net.Conn, sc *serverConn, writeTimeout time.Duration, track *sessionTrack, reset *pumpReset, keepClient bool) (<-chan pumpResult, error) {
 	cfd, err := dupSocket(client)
 	if err != nil {
 		return nil, err
@@ -164,7 +169,7 @@ func (p *pump) addSession(client net.Conn, sc *serverConn, writeTimeout time.Dur
 	sc.Conn, sc.fd = nil, -1
 	client.Close()
 	s := &pumpSession{client: cfd, server: sfd, writeTimeout: writeTimeout, track: track, reset: reset, result: make(chan pumpResult, 1),
-		toServer: newPumpDir(), toClient: newPumpDir()}
+		toServer: newPumpDir(), toClient: newPumpDir(), keepClient: keepClient && track != nil}
 	// Under the lock, so that the loop cannot end the session (closing its
 	// descriptors) or close the epoll set while the session is half registered.
 	p.mu.Lock()
@@ -172,7 +177,7 @@ func (p *pump) addSession(client net.Conn, sc *serverConn, writeTimeout time.Dur
 	if p.stop {
 		unix.Close(cfd)
 		unix.Close(sfd)
-		s.result <- pumpResult{server: -1}
+		s.result <- pumpResult{server: -1, client: -1}
 		return s.result, nil
 	}
 	if p.beforeEpollAdd != nil {
@@ -449,12 +454,16 @@ func (p *pump) end(s *pumpSession, cause endCause) {
 		return
 	}
 	p.unwatch(s, s.client)
-	unix.Close(s.client)
 	reusable := cause == endClient && s.track != nil && !s.toServer.pending() && s.track.idle()
+	r := pumpResult{stalled: cause == endStalled, server: -1, client: -1}
+	if reusable && s.keepClient && s.track.terminated {
+		r.client = s.client
+	} else {
+		unix.Close(s.client)
+	}
 	readOff := s.toClient.pending() // watch took reading off the server
 	s.toServer.release()
 	s.toClient.release()
-	r := pumpResult{stalled: cause == endStalled, server: -1}
 	switch {
 	case reusable && s.reset != nil:
 		if r.resetting = p.startReset(s, readOff); !r.resetting {

@@ -129,6 +129,9 @@ type Config struct {
 	// KernelLoadFails makes the kernel relay's programs fail to load, as on a
 	// kernel without them (for tests of the fallback).
 	KernelLoadFails bool
+	// KeepConns lets a front carry one session after another on its connection
+	// to this server (a node), when it asks with OptKeepConn; needs Reuse.
+	KeepConns bool
 }
 
 // Stats are the proxy's connection counters.
@@ -137,6 +140,9 @@ type Stats struct {
 	// ServersOpened counts server sessions started for clients; ServersReused,
 	// sessions handed out again after a reset (or opened ahead by the engine).
 	ServersOpened, ServersReused atomic.Int64
+	// ConnsKept counts sessions whose connection to their node was kept for
+	// another session (a front's).
+	ConnsKept atomic.Int64
 }
 
 // Server accepts Postgres clients and relays them to branches.
@@ -156,10 +162,13 @@ type Server struct {
 	kernel     *kernelRelay // nil: no kernel relay
 	relayStats *RelayStats
 
-	mu      sync.Mutex
-	conns   map[net.Conn]struct{}
-	closing bool // set by Shutdown before it waits; track refuses from then on
-	wg      sync.WaitGroup
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	// keptWaiting are kept connections between sessions (waitKept), which a
+	// drain closes.
+	keptWaiting map[net.Conn]struct{}
+	closing     bool // set by Shutdown before it waits; track refuses from then on
+	wg          sync.WaitGroup
 }
 
 // New returns a Server.
@@ -231,7 +240,7 @@ func New(cfg Config, b Branches, log *zap.Logger) (*Server, error) {
 	secret := make([]byte, 32)
 	rand.Read(secret)
 	s := &Server{cfg: cfg, branches: b, log: log, cancels: newCancels(), failures: newFailures(cfg.FailedLogins, time.Minute),
-		fakeSecret: secret, conns: map[net.Conn]struct{}{}, relayStats: newRelayStats(cfg.Relay)}
+		fakeSecret: secret, conns: map[net.Conn]struct{}{}, keptWaiting: map[net.Conn]struct{}{}, relayStats: newRelayStats(cfg.Relay)}
 	if err := s.startKernelRelay(); err != nil {
 		return nil, err
 	}
@@ -293,6 +302,19 @@ func (s *Server) track(c net.Conn) bool {
 	return true
 }
 
+// retrack makes c, a client's connection made anew, the one Shutdown closes in
+// place of old.
+func (s *Server) retrack(old, c net.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conns == nil {
+		c.Close() // Shutdown has closed the connections
+		return
+	}
+	delete(s.conns, old)
+	s.conns[c] = struct{}{}
+}
+
 func (s *Server) untrack(c net.Conn) {
 	s.mu.Lock()
 	if s.conns != nil {
@@ -338,6 +360,7 @@ func (s *Server) Drain(ctx context.Context) bool {
 func (s *Server) drain() <-chan struct{} {
 	s.mu.Lock()
 	s.closing = true
+	s.closeKeptWaiting()
 	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -36,6 +37,7 @@ type serverConn struct {
 	extra    []byte // messages of the first start-up to pass on once (notices)
 	parked   time.Time
 	started  time.Time // when its backend started: it retires after Config.ServerLifetime
+	keep     bool      // the server (a node) took OptKeepConn: the connection can carry another session
 }
 
 // startupKey is the part of a client's startup parameters that shapes a server
@@ -138,7 +140,7 @@ func startSession(conn net.Conn, params map[string]string) (*serverConn, error) 
 	if _, err := conn.Write(startup); err != nil {
 		return nil, fmt.Errorf("write to branch server: %w", err)
 	}
-	sc := &serverConn{Conn: conn, fd: -1, key: startupKey(params), started: time.Now()}
+	sc := &serverConn{Conn: conn, fd: -1, key: startupKey(params), started: time.Now(), keep: params[OptKeepConn] != ""}
 	br := bufio.NewReaderSize(conn, 4096)
 	for {
 		typ, msg, err := readMessage(br, maxBackendStartupMessage)
@@ -152,7 +154,12 @@ func startSession(conn net.Conn, params map[string]string) (*serverConn, error) 
 			}
 			return nil, errBackendAuth
 		case 'v':
-			continue // the proxy negotiates with the client itself
+			// The proxy negotiates with the client itself; a node that does not
+			// keep connections says so here.
+			var npv pgproto3.NegotiateProtocolVersion
+			if npv.Decode(msg[5:]) != nil || slices.Contains(npv.UnrecognizedOptions, OptKeepConn) {
+				sc.keep = false
+			}
 		case 'K':
 			var kd pgproto3.BackendKeyData
 			if err := kd.Decode(msg[5:]); err != nil {
@@ -369,11 +376,21 @@ func (sc *serverConn) alive() bool {
 	if sc.Conn == nil {
 		return sc.fd >= 0 && peekNothing(uintptr(sc.fd))
 	}
-	c, ok := sc.Conn.(syscall.Conn)
+	return Quiet(sc.Conn)
+}
+
+// Quiet reports whether c is open with nothing to read, without blocking: an
+// idle connection its peer has not closed. A TLS connection is looked at on its
+// socket (what its peer sent and c has not read yet counts as something).
+func Quiet(c net.Conn) bool {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return false
 	}
-	raw, err := c.SyscallConn()
+	raw, err := sc.SyscallConn()
 	if err != nil {
 		return false
 	}

@@ -35,6 +35,8 @@ func newMetricsHandler(m *branches.Metrics, st *proxy.Stats, rs *proxy.RelayStat
 			func() float64 { return float64(st.ServersOpened.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pgbranch_proxy_server_sessions_reused_total", Help: "Clients served by a parked server session, without a fork."},
 			func() float64 { return float64(st.ServersReused.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pgbranch_proxy_node_connections_kept_total", Help: "Sessions through a front whose connection to their node was kept for a later session."},
+			func() float64 { return float64(st.ConnsKept.Load()) }),
 	)
 	reg.MustRegister(relayCollector{rs})
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})

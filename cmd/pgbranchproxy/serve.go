@@ -317,6 +317,7 @@ func serve(g *globalFlags, f *serveFlags) error {
 		Relay:           f.relay,
 		KernelLoadFails: f.relayFailLoad,
 		Reuse:           f.idleServers() > 0,
+		KeepConns:       f.role == roleNode,
 		ServerLifetime:  f.serverLifetime,
 	}, branchesAdapter{mgr}, log.Named("proxy"))
 	if err != nil {
