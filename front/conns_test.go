@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/proxy"
+	"golang.org/x/sys/unix"
 )
 
 // pair returns the two ends of a loopback TCP connection.
@@ -71,5 +72,30 @@ func TestNodeConns(t *testing.T) {
 	p.put("n1", "a", c)
 	if n := p.count(); n != 0 {
 		t.Fatalf("kept %d after close", n)
+	}
+}
+
+// TestNodeDialerUserTimeout: connections to nodes give up on data that goes
+// unacknowledged for unackedFor.
+func TestNodeDialerUserTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := nodeDialer().Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	raw, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got int
+	var gerr error
+	raw.Control(func(fd uintptr) { got, gerr = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT) })
+	if gerr != nil || time.Duration(got)*time.Millisecond != unackedFor {
+		t.Fatalf("TCP_USER_TIMEOUT %d ms (%v), want %v", got, gerr, unackedFor)
 	}
 }

@@ -57,7 +57,7 @@ type Branches struct {
 // dial (nil: plain TCP, for nodes on a private network; see TLSDialer).
 func New(cat *catalog.Catalog, dial Dialer) *Branches {
 	if dial == nil {
-		var d net.Dialer
+		d := nodeDialer()
 		dial = func(ctx context.Context, _, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 	}
 	return &Branches{cat: cat, dial: dial, ownerWait: ownerRetry, pollEvery: pollEvery, ownerRead: cat.RouteOf,

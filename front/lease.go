@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/pgbranchproxy/pgbranchproxy/proxy"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
 )
@@ -61,11 +63,9 @@ func (l *lease) Reroute(ctx context.Context) (proxy.Lease, error) {
 	return l.reroute(ctx)
 }
 
-// Dial connects to the node, trying again until l.deadline while it is not
-// reachable, each connect bounded by dialTimeout and by l.deadline; the proxy
-// then starts the session there with the route in its startup parameters
-// (RouteParams). A cancel request goes the same way, and the node forwards it
-// to the branch's server.
+// Dial gives the session a connection to the node: one kept from an earlier
+// session when there is one, else a new one (DialNew); the proxy then starts
+// the session there with the route in its startup parameters (RouteParams).
 func (l *lease) Dial(ctx context.Context) (net.Conn, error) {
 	if l.conns != nil {
 		c := l.conns.take(l.node, l.addr)
@@ -74,6 +74,13 @@ func (l *lease) Dial(ctx context.Context) (net.Conn, error) {
 			return c, nil
 		}
 	}
+	return l.DialNew(ctx)
+}
+
+// DialNew connects to the node, trying again until l.deadline while it is not
+// reachable, each connect bounded by dialTimeout and by l.deadline. A cancel
+// request goes this way, and the node forwards it to the branch's server.
+func (l *lease) DialNew(ctx context.Context) (net.Conn, error) {
 	for {
 		end := time.Now().Add(dialTimeout)
 		if l.deadline.Before(end) {
@@ -150,3 +157,23 @@ type noticeLease struct {
 var _ proxy.Noticer = (*noticeLease)(nil)
 
 func (l *noticeLease) Notices() []string { return l.notices }
+
+// unackedFor bounds how long what a front sends to a node may go
+// unacknowledged (TCP_USER_TIMEOUT) before the connection fails: a kept
+// connection to a node that went away without a word (a host that rebooted, a
+// route that went dark) then fails within it, and is tried again on a new
+// one, rather than at the client's deadline; the keepalive probes of an idle
+// one come under the same bound. A node that is slow to answer, or that reads
+// slowly, acknowledges all the same.
+const unackedFor = 2 * dialTimeout
+
+// nodeDialer returns the dialer of connections to nodes.
+func nodeDialer() *net.Dialer {
+	return &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(unackedFor/time.Millisecond))
+		})
+		return errors.Join(err, serr)
+	}}
+}

@@ -20,7 +20,7 @@ const sslRequestCode = 80877103
 // the node's certificate is the cluster's and names the node it meant to reach,
 // and shows the front's own, without which a node serves nothing.
 func TLSDialer(m *cluster.Member) Dialer {
-	var d net.Dialer
+	d := nodeDialer()
 	return func(ctx context.Context, node, addr string) (net.Conn, error) {
 		cfg, err := m.DialConfig(node)
 		if err != nil {

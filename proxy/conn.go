@@ -78,7 +78,7 @@ func (s *Server) session(conn, raw net.Conn, st clientStartup, log *zap.Logger) 
 	}
 	user := st.params["user"]
 	log = log.WithLazy(zap.String("database", route.Database), zap.String("branch", route.Branch), zap.String("user", user))
-	keepClient := s.takeKeepOption(&st)
+	keepClient := s.takeKeepOption(conn, &st)
 	if err := negotiate(conn, st); err != nil {
 		return nil
 	}
@@ -125,6 +125,8 @@ func (s *Server) session(conn, raw net.Conn, st clientStartup, log *zap.Logger) 
 	park := &parkAfterLeave{park: func(server int) { s.parkReset(lease, sc, server, appName, log) }}
 	out := s.relaySession(conn, raw, sc, park, appName, keepClient, leave, log)
 	leave()
+	// The server session is parked (or being reset) before a node acks its
+	// front (ackKept), so that the front's next session finds it.
 	switch k, ok := lease.(ConnKeeper); {
 	case out.end == relayParking:
 		park.left()
@@ -196,7 +198,11 @@ func (s *Server) sessionOn(ctx context.Context, lease Lease, route router.Route,
 // (RouteForwarder) the node's, passed through, so that a cancel that reaches
 // another front can still be passed to the node that knows it.
 func (s *Server) cancelSecret(lease Lease, sc *serverConn, version uint32, issuedFor string) []byte {
-	t := cancelTarget{dial: lease.Dial, pid: sc.pid, secret: sc.secret, issuedFor: issuedFor}
+	dial := lease.Dial
+	if k, ok := lease.(ConnKeeper); ok {
+		dial = k.DialNew // a cancel request ends its connection
+	}
+	t := cancelTarget{dial: dial, pid: sc.pid, secret: sc.secret, issuedFor: issuedFor}
 	if _, ok := lease.(RouteForwarder); ok && s.cancels.keep(t) {
 		return sc.secret
 	}
@@ -309,8 +315,9 @@ func (s *Server) serverSession(ctx context.Context, lease Lease, params map[stri
 	// not hold the handler, its lease and Shutdown.
 	sc, err := dialServer(ctx, lease.Dial, params)
 	if k, ok := lease.(ConnKeeper); ok && err != nil && k.Kept() && !refusal(err) {
-		// The node closed the kept connection before it saw the start-up.
-		sc, err = dialServer(ctx, lease.Dial, params)
+		// The kept connection failed without an answer from the node (closed or
+		// reset): once more, on a new one.
+		sc, err = dialServer(ctx, k.DialNew, params)
 	}
 	if err == nil {
 		s.Stats.ServersOpened.Add(1)

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -43,16 +44,24 @@ type ConnKeeper interface {
 	Keep(c net.Conn)
 	// Kept reports whether the lease's last Dial handed out a kept connection,
 	// which the node may have closed meanwhile: a start-up that fails on it is
-	// tried once more on a new one.
+	// tried once more on a new one (DialNew).
 	Kept() bool
+	// DialNew connects to the node anew, passing over the kept connections: for
+	// that retry, and for cancel requests (which end their connection).
+	DialNew(ctx context.Context) (net.Conn, error)
 }
 
 // takeKeepOption removes OptKeepConn from the client's protocol options and
 // reports whether this server keeps the connection for another session: it
 // does when it keeps connections and can tell when a session ended idle.
-func (s *Server) takeKeepOption(st *clientStartup) bool {
+func (s *Server) takeKeepOption(conn net.Conn, st *clientStartup) bool {
 	i := slices.Index(st.pq, OptKeepConn)
 	if i < 0 || !s.cfg.KeepConns || !s.cfg.Reuse {
+		return false
+	}
+	if s.kernel != nil && plainTCP(conn) != nil {
+		// The kernel relay carries the session, and does not hand the
+		// connection back.
 		return false
 	}
 	st.pq = slices.Delete(st.pq, i, i+1)
@@ -129,6 +138,14 @@ func (s *Server) closeKeptWaiting() {
 // gone.
 func (s *Server) ackKept(c net.Conn, log *zap.Logger) net.Conn {
 	if c == nil {
+		return nil
+	}
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if closing {
+		// Shutting down: the front gets no ack and drops the connection.
+		c.Close()
 		return nil
 	}
 	c.SetWriteDeadline(time.Now().Add(s.cfg.CancelTimeout))

@@ -65,6 +65,10 @@ func (l *keeperLease) Keep(c net.Conn) {
 	l.b.mu.Unlock()
 }
 func (l *keeperLease) Kept() bool { return l.kept }
+func (l *keeperLease) DialNew(ctx context.Context) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", l.b.addr)
+}
 
 // chain starts a node (a proxy that keeps connections when keep is set, in front
 // of a fake branch server) and a front before it.
@@ -147,7 +151,8 @@ func TestKeptConnectionRefused(t *testing.T) {
 }
 
 // TestKeptConnectionGone: a kept connection the node closed meanwhile is
-// replaced by a new one for the session that took it.
+// replaced by a new one for the session that took it, not by another kept one
+// (which may be gone too).
 func TestKeptConnectionGone(t *testing.T) {
 	front, node, kb, _ := chain(t, false, true)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -156,18 +161,25 @@ func TestKeptConnectionGone(t *testing.T) {
 	}
 	defer ln.Close()
 	go func() {
-		c, err := ln.Accept()
-		if err == nil {
-			var b [1]byte
-			c.Read(b[:]) // close once the start-up arrives
-			c.Close()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				var b [1]byte
+				c.Read(b[:]) // close once the start-up arrives
+				c.Close()
+			}()
 		}
 	}()
-	stale, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
+	for range 2 {
+		stale, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		kb.Keep(stale)
 	}
-	kb.Keep(stale)
 	c := front.mustConnect(t, "dbname=app@feat")
 	query(t, c)
 	closeConn(t, c)
