@@ -64,6 +64,8 @@ type API struct {
 	bootstrap []byte // HashSecret of Config.Bootstrap; nil for none
 	now       func() time.Time
 	log       *zap.Logger
+	// forward, on a front, serves every route but the front's own (NewFront).
+	forward Forward
 }
 
 // New returns the API for cfg.

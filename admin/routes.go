@@ -109,9 +109,18 @@ func qualify(source, name string) string {
 func (a *API) mux(who func(r *http.Request) (Caller, int, string)) *http.ServeMux {
 	mux := http.NewServeMux()
 	for _, rt := range a.routes() {
+		if a.forward != nil && !frontsOwn(rt) {
+			rt.Handler = a.forward(rt)
+		}
 		mux.Handle(rt.Pattern, a.guard(rt, who))
 	}
 	return mux
+}
+
+// frontsOwn reports whether a front serves rt itself rather than passing it to
+// a node: its health and its metrics.
+func frontsOwn(rt Route) bool {
+	return rt.Pattern == "GET /healthz" || rt.Pattern == "GET /metrics"
 }
 
 // guard checks the caller's permission for rt, serves it, and writes the audit entry.
@@ -147,7 +156,7 @@ func (a *API) guard(rt Route, who func(r *http.Request) (Caller, int, string)) h
 		} else {
 			rt.Handler(rec, r.WithContext(withCaller(r.Context(), c)))
 		}
-		if mutates(r.Method) || rec.status == http.StatusForbidden {
+		if (mutates(r.Method) || rec.status == http.StatusForbidden) && (a.forward == nil || rec.status == http.StatusForbidden) {
 			a.audit(r, c, action, t.Name, rec)
 		}
 	})

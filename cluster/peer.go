@@ -13,8 +13,9 @@ import (
 
 // PeerListenerConfig returns the TLS configuration of a node's peer listener:
 // TLS 1.3, the node's certificate, and a client certificate required, signed by
-// the cluster CA, valid, and of the role node. A Member that is not a node gets
-// ErrWrongRole.
+// the cluster CA, valid, and of the role node (a node copying a seed) or front
+// (a front passing an admin request on); what each may ask is the listener's
+// to check (Peer). A Member that is not a node gets ErrWrongRole.
 func (m *Member) PeerListenerConfig() (*tls.Config, error) {
 	if m.Role != RoleNode {
 		return nil, fmt.Errorf("%w: a %s has no peer listener", ErrWrongRole, m.Role)
@@ -26,6 +27,9 @@ func (m *Member) PeerListenerConfig() (*tls.Config, error) {
 		ClientCAs:    m.roots,
 		Time:         m.now,
 		VerifyConnection: func(cs tls.ConnectionState) error {
+			if expect(cs, RoleFront, "") == nil {
+				return nil
+			}
 			return expect(cs, RoleNode, "")
 		},
 	}, nil

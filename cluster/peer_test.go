@@ -7,9 +7,9 @@ import (
 	"github.com/pgbranchproxy/pgbranchproxy/cluster"
 )
 
-// Two nodes of one CA complete the peer handshake; a front is refused as a
-// peer, a node of another name is refused by the dialer, and a front cannot
-// make either configuration.
+// Two nodes of one CA complete the peer handshake, and so does a front (which
+// passes admin requests on); a node of another name is refused by the dialer,
+// and a front cannot make either peer configuration.
 func TestPeerHandshake(t *testing.T) {
 	t.Parallel()
 	dir := newCA(t)
@@ -34,9 +34,16 @@ func TestPeerHandshake(t *testing.T) {
 		t.Fatalf("the listener saw %s %q %v", role, name, err)
 	}
 
-	s, _ = handshake(t, srv, rawClient(t, frontFiles))
-	if !errors.Is(s.err, cluster.ErrWrongRole) {
-		t.Fatalf("a front at the peer listener: %v", s.err)
+	fcli, err := front.DialConfig("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, c = handshake(t, srv, fcli)
+	if s.err != nil || c.err != nil {
+		t.Fatalf("front to node's peer listener: server %v, client %v", s.err, c.err)
+	}
+	if role, name, err := cluster.Peer(s.state); err != nil || role != cluster.RoleFront || name != "f" {
+		t.Fatalf("the listener saw %s %q %v", role, name, err)
 	}
 	wrong, err := b.PeerDialConfig("c")
 	if err != nil {

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
@@ -45,6 +46,34 @@ func TestClusterTLS(t *testing.T) {
 	}
 	waitNoSessions(t, node, "secure")
 	testCancelAcrossFronts(t, ctx, f1, f2, "secure")
+	testAdminThroughFront(t, node, f2, "secure")
+}
+
+// testAdminThroughFront: the admin commands given to a front (here on its
+// admin socket) are served by the branch's node: list, reset, destroy; the
+// node's audit log names the caller and the front.
+func testAdminThroughFront(t *testing.T, node, fr *server, branch string) {
+	t.Helper()
+	waitNoSessions(t, node, branch)
+	if b, ok := fr.branches()[branch]; !ok || b.Node != "node-a" {
+		t.Fatalf("branch ls through the front: %s is %+v (listed %v), want node-a's", branch, b, ok)
+	}
+	fr.mustCLI("branch", "reset", branch)
+	if out, err := fr.psql(t, "app@"+branch, "SELECT v FROM t WHERE id = 1"); err != nil || out != "seed" {
+		t.Fatalf("after a reset through the front: %q %v, want the seed's row", out, err)
+	}
+	waitNoSessions(t, node, branch)
+	fr.mustCLI("branch", "destroy", branch)
+	if _, ok := node.branches()[branch]; ok {
+		t.Fatalf("branch %s still on its node after a destroy through the front", branch)
+	}
+	audit := node.mustCLI("audit", "ls")
+	if !strings.Contains(audit, "local via front-2") || !strings.Contains(audit, "branch.destroy") {
+		t.Fatalf("the node's audit log does not name the front's caller:\n%s", audit)
+	}
+	if out, err := fr.cli("branch", "destroy", "no-such-branch"); err == nil {
+		t.Fatalf("destroy of a branch no node holds through the front succeeded:\n%s", out)
+	}
 }
 
 // makeCluster makes a cluster directory with a CA and the named nodes (for

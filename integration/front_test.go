@@ -19,7 +19,7 @@ func startFront(t *testing.T, url string, extra ...string) *server {
 	t.Helper()
 	dir := t.TempDir()
 	os.Chmod(dir, 0o711)
-	s := &server{t: t, state: dir, addr: freeAddr(t), stateDir: dir, noAdmin: true}
+	s := &server{t: t, state: dir, addr: freeAddr(t), stateDir: dir}
 	s.args = append([]string{"--state-dir", dir, "serve", "--role", "front", "--listen", s.addr, "--catalog", url}, extra...)
 	if !slices.Contains(extra, "--auth") {
 		s.args = append(s.args, "--auth", "trust")

@@ -78,7 +78,6 @@ type server struct {
 	logMu    sync.Mutex
 	log      bytes.Buffer
 	stateDir string
-	noAdmin  bool // a front: no admin socket to wait for
 }
 
 // newStateDir makes a state directory the Postgres user can traverse to.
@@ -149,7 +148,7 @@ func (s *server) start() {
 	for {
 		if c, err := net.Dial("tcp", s.addr); err == nil {
 			c.Close()
-			if _, err := os.Stat(sock); err == nil || s.noAdmin {
+			if _, err := os.Stat(sock); err == nil {
 				return
 			}
 		}

@@ -296,14 +296,6 @@ func serve(g *globalFlags, f *serveFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.role == roleNode {
-		stopPeer, err := startPeer(f, member, mgr, log.Named("peer"))
-		if err != nil {
-			mgr.Close(context.Background())
-			return err
-		}
-		defer stopPeer()
-	}
 
 	px, err := proxy.New(proxy.Config{
 		DefaultBranch:   f.defaultBranch,
@@ -334,37 +326,29 @@ func serve(g *globalFlags, f *serveFlags) error {
 		defer stopMetrics()
 	}
 
-	adminSock := filepath.Join(stateDir, "admin.sock")
-	os.Remove(adminSock)
-	adminLn, err := net.Listen("unix", adminSock)
-	if err != nil {
-		mgr.Close(context.Background())
-		return fmt.Errorf("admin socket: %w", err)
-	}
-	os.Chmod(adminSock, 0o600)
 	api, err := admin.New(admin.Config{Manager: mgr, Store: mgr.Catalog(), Metrics: metricsHandler, Bootstrap: f.adminToken}, log.Named("admin"))
 	if err != nil {
-		adminLn.Close()
 		mgr.Close(context.Background())
 		return err
 	}
-	adminSrv := &http.Server{Handler: admin.WithPage(api.Local(), f.listen), ReadHeaderTimeout: 10 * time.Second}
-	go adminSrv.Serve(adminLn)
-	if f.adminListen != "" {
-		aln, err := net.Listen("tcp", f.adminListen)
+	adminSock := filepath.Join(stateDir, "admin.sock")
+	stopAdmin, err := serveAdmin(api, adminSock, f)
+	if err != nil {
+		mgr.Close(context.Background())
+		return err
+	}
+	defer stopAdmin()
+	if f.role == roleNode {
+		stopPeer, err := startPeer(f, member, mgr, api, log.Named("peer"))
 		if err != nil {
-			adminSrv.Close()
 			mgr.Close(context.Background())
-			return fmt.Errorf("--admin-listen: %w", err)
+			return err
 		}
-		tcpAdmin := &http.Server{Handler: admin.WithPage(api.Remote(), f.listen), ReadHeaderTimeout: 10 * time.Second}
-		go tcpAdmin.Serve(aln)
-		defer tcpAdmin.Close()
+		defer stopPeer()
 	}
 
 	ln, err := proxy.Listen(ctx, f.listen)
 	if err != nil {
-		adminSrv.Close()
 		mgr.Close(context.Background())
 		return fmt.Errorf("listen on %s: %w", f.listen, err)
 	}
@@ -388,10 +372,34 @@ func serve(g *globalFlags, f *serveFlags) error {
 	forceCtx, cancelForce := context.WithTimeout(context.Background(), 5*time.Second)
 	px.Shutdown(forceCtx)
 	cancelForce()
-	adminSrv.Close()
-	os.Remove(adminSock)
 	log.Info("stopped")
 	return err
+}
+
+// serveAdmin serves api on the admin socket sock, to its owner, and on
+// --admin-listen, to tokens, with the web page; stop closes both and removes
+// the socket.
+func serveAdmin(api *admin.API, sock string, f *serveFlags) (stop func(), err error) {
+	os.Remove(sock)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return nil, fmt.Errorf("admin socket: %w", err)
+	}
+	os.Chmod(sock, 0o600)
+	local := &http.Server{Handler: admin.WithPage(api.Local(), f.listen), ReadHeaderTimeout: 10 * time.Second}
+	go local.Serve(ln)
+	stop = func() { local.Close(); os.Remove(sock) }
+	if f.adminListen == "" {
+		return stop, nil
+	}
+	aln, err := net.Listen("tcp", f.adminListen)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("--admin-listen: %w", err)
+	}
+	remote := &http.Server{Handler: admin.WithPage(api.Remote(), f.listen), ReadHeaderTimeout: 10 * time.Second}
+	go remote.Serve(aln)
+	return func() { remote.Close(); stop() }, nil
 }
 
 // serveUntilDone serves px on ln until ctx ends (a signal), the proxy stops by

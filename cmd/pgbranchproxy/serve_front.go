@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
 
+	"github.com/pgbranchproxy/pgbranchproxy/admin"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 	"github.com/pgbranchproxy/pgbranchproxy/cluster"
 	"github.com/pgbranchproxy/pgbranchproxy/front"
@@ -86,13 +88,34 @@ func serveFront(g *globalFlags, f *serveFlags) error {
 	if err != nil {
 		return err
 	}
+	metricsHandler := newMetricsHandler(nil, &px.Stats, px.RelayStats())
 	if f.metricsListen != "" {
-		stopMetrics, err := serveMetrics(f.metricsListen, newMetricsHandler(nil, &px.Stats, px.RelayStats()))
+		stopMetrics, err := serveMetrics(f.metricsListen, metricsHandler)
 		if err != nil {
 			return err
 		}
 		defer stopMetrics()
 	}
+	fw := &nodeForwarder{cat: cat, routes: routes, member: member, log: log.Named("admin")}
+	defer fw.close()
+	api, err := admin.NewFront(cat, metricsHandler, f.adminToken, fw.forward, log.Named("admin"))
+	if err != nil {
+		return err
+	}
+	// The admin socket is a convenience on a front, whose sessions do not need
+	// it: without a writable state directory the front serves on, and says so.
+	err = os.MkdirAll(stateDir, 0o700)
+	stopAdmin := func() {}
+	if err == nil {
+		stopAdmin, err = serveAdmin(api, filepath.Join(stateDir, "admin.sock"), f)
+	}
+	if err != nil {
+		if f.adminListen != "" {
+			return err
+		}
+		log.Warn("no admin socket: give the front a writable --state-dir for admin commands through it", zap.Error(err))
+	}
+	defer stopAdmin()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	watched := make(chan struct{})

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/pgbranchproxy/pgbranchproxy/admin"
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
 	"github.com/pgbranchproxy/pgbranchproxy/cluster"
 	"github.com/pgbranchproxy/pgbranchproxy/peer"
@@ -52,10 +53,10 @@ func nodeSeedFetcher(f *serveFlags, member *cluster.Member) branches.SeedFetcher
 	return &peer.Client{TLS: func(node string) (*tls.Config, error) { return member.PeerDialConfig(node) }}
 }
 
-// startPeer starts the node's peer listener, serving mgr's seeds, and records
-// its address (the advertised host, the port it listens on) for the other
-// nodes. stop closes it.
-func startPeer(f *serveFlags, member *cluster.Member, mgr *branches.Manager, log *zap.Logger) (stop func(), err error) {
+// startPeer starts the node's peer listener, serving mgr's seeds to the other
+// nodes and api to fronts, and records its address (the advertised host, the
+// port it listens on) for the other nodes and the fronts. stop closes it.
+func startPeer(f *serveFlags, member *cluster.Member, mgr *branches.Manager, api *admin.API, log *zap.Logger) (stop func(), err error) {
 	addr, err := peerListenAddr(f)
 	if err != nil {
 		return nil, err
@@ -67,7 +68,7 @@ func startPeer(f *serveFlags, member *cluster.Member, mgr *branches.Manager, log
 	if err != nil {
 		return nil, fmt.Errorf("--peer-listen: %w", err)
 	}
-	srv := &http.Server{Handler: peer.Handler(mgr, log), ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: peerHandler(peer.Handler(mgr, log), api), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: zap.NewStdLog(log.WithOptions(zap.IncreaseLevel(zap.InfoLevel)))} // failed handshakes
 	if member != nil {
 		cfg, err := member.PeerListenerConfig()
@@ -104,4 +105,32 @@ func peerAdvertise(f *serveFlags, got net.Addr) (string, error) {
 		return "", err
 	}
 	return net.JoinHostPort(host, strconv.Itoa(got.(*net.TCPAddr).Port)), nil
+}
+
+// peerHandler serves seeds to nodes and the admin API to fronts. Over the
+// cluster's mutual TLS each is served only to its role; a plain listener (no
+// cluster certificates) serves seeds, as it always has, and no admin request.
+func peerHandler(seeds http.Handler, api *admin.API) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/v1/seeds/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil {
+			if role, name, err := cluster.Peer(*r.TLS); err != nil || role != cluster.RoleNode {
+				http.Error(w, fmt.Sprintf("seeds are for nodes, not the %s %q", role, name), http.StatusForbidden)
+				return
+			}
+		}
+		seeds.ServeHTTP(w, r)
+	}))
+	mux.Handle("/", api.Forwarded(frontOf))
+	return mux
+}
+
+// frontOf returns the name of the front a request over the cluster's mutual
+// TLS comes from, if it does.
+func frontOf(r *http.Request) (string, bool) {
+	if r.TLS == nil {
+		return "", false
+	}
+	role, name, err := cluster.Peer(*r.TLS)
+	return name, err == nil && role == cluster.RoleFront
 }

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/admin"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/cluster"
+	"github.com/pgbranchproxy/pgbranchproxy/front"
+	"go.uber.org/zap"
+)
+
+// A front's admin API passes each request to a node, over the node's peer
+// listener with the cluster's mutual TLS: a request about a branch to the node
+// that holds it (a new branch to the node a session would put it on), any
+// other to a live node.
+
+// nodeForwarder passes a front's admin requests to nodes.
+type nodeForwarder struct {
+	cat    *catalog.Catalog
+	routes *front.Branches
+	member *cluster.Member // nil: no cluster TLS, and no node serves a front's admin requests
+	log    *zap.Logger
+
+	mu         sync.Mutex
+	transports map[string]*http.Transport // by node id
+}
+
+// forward is the admin.Forward of a front.
+func (fw *nodeForwarder) forward(rt admin.Route) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if fw.member == nil {
+			adminError(w, http.StatusNotImplemented, "a front passes admin requests to nodes only with the cluster's mutual TLS (--cluster-dir)")
+			return
+		}
+		node, err := fw.pick(r.Context(), rt, r)
+		if err != nil {
+			fw.log.Warn("admin request: no node to pass it to", zap.String("path", r.URL.Path), zap.Error(err))
+			adminError(w, http.StatusServiceUnavailable, "no node can take the request now: "+err.Error())
+			return
+		}
+		target := &url.URL{Scheme: "https", Host: node.PeerAddr}
+		rp := &httputil.ReverseProxy{
+			Rewrite: func(pr *httputil.ProxyRequest) {
+				pr.SetURL(target)
+				admin.SetCaller(pr.Out, pr.In)
+			},
+			Transport:     fw.transport(node.ID),
+			FlushInterval: -1, // a source build streams its progress
+			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+				fw.log.Warn("admin request: the node did not answer", zap.String("node", node.ID), zap.String("path", r.URL.Path), zap.Error(err))
+				adminError(w, http.StatusBadGateway, fmt.Sprintf("node %s did not answer: %v", node.ID, err))
+			},
+		}
+		rp.ServeHTTP(w, r)
+	}
+}
+
+// pick chooses the node for a request of route rt.
+func (fw *nodeForwarder) pick(ctx context.Context, rt admin.Route, r *http.Request) (catalog.Node, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var id string
+	var err error
+	switch {
+	case rt.Pattern == "POST /v1/branches":
+		var body admin.CreateBranch
+		b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		if json.Unmarshal(b, &body) == nil && body.Name != "" {
+			id, err = fw.routes.AdminNode(ctx, body.Source, body.Name, body.From, true)
+		}
+	case strings.Contains(rt.Pattern, "/v1/branches/{name}"):
+		id, err = fw.routes.AdminNode(ctx, r.URL.Query().Get("source"), r.PathValue("name"), "", false)
+	}
+	if err != nil {
+		return catalog.Node{}, err
+	}
+	nodes, err := fw.cat.Nodes(ctx)
+	if err != nil {
+		return catalog.Node{}, err
+	}
+	var live []catalog.Node
+	for _, n := range nodes {
+		up := n.LeaseAge < 0 && n.PeerAddr != "" && (n.State == catalog.NodeActive || n.State == catalog.NodeDraining)
+		if n.ID == id {
+			if !up {
+				return catalog.Node{}, fmt.Errorf("node %s, which holds the branch, is not serving", id)
+			}
+			return n, nil
+		}
+		if up {
+			live = append(live, n)
+		}
+	}
+	if id != "" {
+		return catalog.Node{}, fmt.Errorf("node %s, which holds the branch, is not registered", id)
+	}
+	if len(live) == 0 {
+		return catalog.Node{}, fmt.Errorf("no node is serving")
+	}
+	return live[rand.IntN(len(live))], nil
+}
+
+// transport returns the transport to node id's peer listener.
+func (fw *nodeForwarder) transport(id string) http.RoundTripper {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	if t := fw.transports[id]; t != nil {
+		return t
+	}
+	cfg, err := fw.member.DialConfig(id)
+	if err != nil {
+		return errTransport{err}
+	}
+	t := &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: false, MaxIdleConnsPerHost: 4,
+		IdleConnTimeout: time.Minute, TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 10 * time.Minute}
+	if fw.transports == nil {
+		fw.transports = map[string]*http.Transport{}
+	}
+	fw.transports[id] = t
+	return t
+}
+
+// close closes the transports' idle connections.
+func (fw *nodeForwarder) close() {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	for _, t := range fw.transports {
+		t.CloseIdleConnections()
+	}
+}
+
+// errTransport fails every request with err.
+type errTransport struct{ err error }
+
+func (t errTransport) RoundTrip(*http.Request) (*http.Response, error) { return nil, t.err }
+
+// adminError writes an admin API error body.
+func adminError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(admin.Error{Error: msg})
+}
