@@ -196,7 +196,7 @@ func (c *Catalog) DeleteBranch(ctx context.Context, b Branch, reason string) (er
 		cond = ` AND state = '` + string(Lost) + `'` + cond
 	case cond != "":
 		cond = ` AND (state = '` + string(Lost) + `' OR (1 = 1` + ownedCond + `))` + cond
-		args = append([]any{me.id, me.epoch}, args...)
+		args = append([]any{me.id, me.epoch.Load()}, args...)
 	}
 	return c.tx(ctx, func(tx sqlTx) error {
 		res, err := tx.exec(ctx, `DELETE FROM branches WHERE id = ?`+cond, append([]any{b.ID}, args...)...)

@@ -45,4 +45,12 @@ var ErrNodeLost = errors.New("this node lost its registration in the catalog")
 // node if anywhere. Any node may delete the row; none may change it.
 var ErrLost = errors.New("branch was on a lost node")
 
+// ErrRolledBack is returned (wrapped) by a heartbeat, and with ErrUnavailable by
+// a write this node's registration fences, when the catalog no longer has the
+// registration although no other process took the node's place: its row is
+// missing, or at an epoch this process itself wrote before. A failover to an
+// asynchronous standby that had not received the registration does that. The
+// registration is not lost: Reregister makes it the node's again.
+var ErrRolledBack = errors.New("the catalog lost this node's registration")
+
 var errNodeLost = fmt.Errorf("%w: %w", ErrNodeLost, ErrFenced)

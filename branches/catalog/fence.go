@@ -63,12 +63,12 @@ func (c *Catalog) DeclaredDead(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, noRows(err, "node "+me.id)
 	}
-	return epoch == me.epoch && state == NodeDead, nil
+	return epoch == me.epoch.Load() && state == NodeDead, nil
 }
 
 // nodeLostErr is the refusal of a write by the lost registration r.
 func nodeLostErr(r *nodeReg) error {
-	return fmt.Errorf("%w (node %s, epoch %d)", errNodeLost, r.id, r.epoch)
+	return fmt.Errorf("%w (node %s, epoch %d)", errNodeLost, r.id, r.epoch.Load())
 }
 
 // nodeFence returns the condition, to be ANDed into a write's WHERE clause, that
@@ -87,7 +87,7 @@ func (c *Catalog) nodeFenceOf(me *nodeReg, forNew bool) (cond string, args []any
 	if me.gone() {
 		return "", nil, nodeLostErr(me)
 	}
-	state, args := `state <> '`+string(NodeDead)+`'`, []any{me.id, me.epoch}
+	state, args := `state <> '`+string(NodeDead)+`'`, []any{me.id, me.epoch.Load()}
 	if forNew {
 		state, args = `state = '`+string(NodeActive)+`' AND drained = ?`, append(args, false)
 	}
@@ -108,7 +108,7 @@ func (c *Catalog) fence(forNew bool) (cond string, args []any, err error) {
 	if node == "" || err != nil {
 		return "", nil, err
 	}
-	return ownedCond + node, append([]any{me.id, me.epoch}, nargs...), nil
+	return ownedCond + node, append([]any{me.id, me.epoch.Load()}, nargs...), nil
 }
 
 // fenced explains a fenced write that matched no row. It reads the node row
@@ -139,17 +139,20 @@ func (c *Catalog) fenced(ctx context.Context, q rowQuerier, forNew bool, id int6
 	if State(state) == Lost {
 		return fmt.Errorf("branch %q: %w: %w", name, ErrLost, ErrFenced)
 	}
-	if me := c.node.Load(); me != nil && node.String == me.id && epoch.Int64 == me.epoch {
+	if me := c.node.Load(); me != nil && node.String == me.id && epoch.Int64 == me.epoch.Load() {
 		return fmt.Errorf("%s: %w", name, ErrNotFound)
 	}
 	return fmt.Errorf("branch %q belongs to node %s at epoch %d: %w", name, node.String, epoch.Int64, ErrFenced)
 }
 
 // nodeRefusal reads the node row: ErrNodeLost (and the registration marked lost)
-// when it no longer carries this registration's epoch or is dead, ErrFenced when
-// forNew and the node is not active, nil otherwise or when the process has not
-// registered. An epoch only goes up and only a registration revives a dead node,
-// so a registration found gone by the write is found gone here too.
+// when another registration has it (a higher epoch than any this process wrote)
+// or it is dead at this registration's epoch, ErrRolledBack (with
+// ErrUnavailable) when the catalog no longer has this registration although no
+// other took its place (rolledBack), ErrFenced when forNew and the node is not
+// active, nil otherwise or when the process has not registered. An epoch only
+// goes up and only a registration revives a dead node, so a registration found
+// gone by the write is found gone here too.
 func (c *Catalog) nodeRefusal(ctx context.Context, q rowQuerier, forNew bool) error {
 	me := c.node.Load()
 	if me == nil {
@@ -157,13 +160,16 @@ func (c *Catalog) nodeRefusal(ctx context.Context, q rowQuerier, forNew bool) er
 	}
 	var state NodeState
 	var drained bool
-	err := q.queryRow(ctx, `SELECT state, drained FROM nodes WHERE id = ? AND epoch = ?`, me.id, me.epoch).Scan(&state, &drained)
+	var epoch int64
+	err := q.queryRow(ctx, `SELECT epoch, state, drained FROM nodes WHERE id = ?`, me.id).Scan(&epoch, &state, &drained)
 	switch {
-	case errors.Is(err, sql.ErrNoRows) || err == nil && state == NodeDead:
-		c.markLost(me)
-		return nodeLostErr(me)
+	case rolledBack(me, epoch, err):
+		return fmt.Errorf("%w: %w", ErrUnavailable, rolledBackErr(me, epoch, err))
 	case err != nil:
 		return fmt.Errorf("read node %s: %w", me.id, err)
+	case epoch != me.epoch.Load() || state == NodeDead:
+		c.markLost(me)
+		return nodeLostErr(me)
 	case forNew && drained:
 		me.draining.Store(true)
 		return fmt.Errorf("node %s takes no new branch: %w", me.id, ErrDraining)
@@ -199,7 +205,7 @@ func (c *Catalog) fencedNone(ctx context.Context, res sql.Result, forNew bool) e
 // owner returns the node id and epoch a new row gets: NULLs when not registered.
 func (c *Catalog) owner() (id, epoch any) {
 	if me := c.node.Load(); me != nil {
-		return me.id, me.epoch
+		return me.id, me.epoch.Load()
 	}
 	return nil, nil
 }

@@ -59,10 +59,16 @@ type Node struct {
 
 // nodeReg is this process's registration.
 type nodeReg struct {
-	id    string
-	epoch int64
-	lost  chan struct{} // closed once the registration is found gone (markLost)
-	once  sync.Once
+	id   string
+	slot int // the slot it registered with (reregister.go keeps it)
+	// epoch is the registration's epoch: Register's, then each Reregister's.
+	epoch atomic.Int64
+	// highest is the highest epoch this process has written to the node row,
+	// committed or not (a COMMIT whose reply was lost): a row at an epoch above
+	// epoch but not above highest is this process's own (reregister.go).
+	highest atomic.Int64
+	lost    chan struct{} // closed once the registration is found gone (markLost)
+	once    sync.Once
 	// draining is the node's state as last read (drain.go).
 	draining atomic.Bool
 }
@@ -123,7 +129,9 @@ func (c *Catalog) Register(ctx context.Context, id, addr string, ttl time.Durati
 		return Node{}, err
 	}
 	n.ID, n.Addr, n.State = id, addr, nodeState(NodeActive, n.Drained)
-	reg := &nodeReg{id: id, epoch: n.Epoch, lost: make(chan struct{})}
+	reg := &nodeReg{id: id, slot: n.Slot, lost: make(chan struct{})}
+	reg.epoch.Store(n.Epoch)
+	reg.highest.Store(n.Epoch)
 	reg.draining.Store(n.Drained)
 	c.node.Store(reg)
 	return n, nil
@@ -189,10 +197,14 @@ func (c *Catalog) Heartbeat(ctx context.Context, addr, peer string, ttl time.Dur
 	}
 	var drained bool
 	err = c.queryRow(ctx, `UPDATE nodes SET lease_until = `+c.d.nowNanos()+` + ?, load = ?, addr = ?, peer_addr = ?
-		WHERE id = ? AND epoch = ? AND state <> ? RETURNING drained`, int64(ttl), string(js), addr, peer, me.id, me.epoch, NodeDead).Scan(&drained)
+		WHERE id = ? AND epoch = ? AND state <> ? RETURNING drained`, int64(ttl), string(js), addr, peer, me.id, me.epoch.Load(), NodeDead).Scan(&drained)
 	if errors.Is(err, sql.ErrNoRows) {
-		c.markLost(me)
-		return fmt.Errorf("%w (node %s, epoch %d)", errNodeLost, me.id, me.epoch)
+		// Gone (nodeRefusal marks it lost), or rolled back by a failover
+		// (ErrRolledBack: the caller registers again, Reregister).
+		if err := c.nodeRefusal(ctx, c, false); err != nil {
+			return err
+		}
+		return fmt.Errorf("heartbeat: node %s: its row changed under the heartbeat; trying again", me.id)
 	}
 	if err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
@@ -238,7 +250,7 @@ func (c *Catalog) Nodes(ctx context.Context) (_ []Node, err error) {
 // registered (a tool, or a test, whose writes are not fenced).
 func (c *Catalog) Registration() (id string, epoch int64, ok bool) {
 	if me := c.node.Load(); me != nil {
-		return me.id, me.epoch, true
+		return me.id, me.epoch.Load(), true
 	}
 	return "", 0, false
 }
