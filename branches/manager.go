@@ -109,6 +109,8 @@ type Manager struct {
 	beatKick   chan struct{}
 	beatDone   chan struct{}
 	restart    chan struct{} // closed when the node was declared dead (Restart)
+	orphanDue  atomic.Bool   // compare the branches with the catalog at the next reaper pass (orphans.go)
+	orphansAt  time.Time     // when they were last compared; the reaper's loop only
 
 	mu         sync.Mutex
 	closed     bool

@@ -80,6 +80,8 @@ func (m *Manager) beat(ctx context.Context, failing bool) bool {
 	switch {
 	case errors.Is(err, catalog.ErrNodeLost):
 		return false // leaveNode logs it
+	case errors.Is(err, catalog.ErrRolledBack):
+		return m.registerAgain(bctx, err)
 	case err != nil:
 		if !failing && ctx.Err() == nil {
 			m.log.Warn("node heartbeat failed; retrying", zap.Error(err))
@@ -87,7 +89,28 @@ func (m *Manager) beat(ctx context.Context, failing bool) bool {
 		return true
 	case failing:
 		m.log.Info("node heartbeat succeeded again")
+		m.askOrphanCheck() // the catalog may have failed over and lost rows
 	}
+	return false
+}
+
+// registerAgain registers the node again after its heartbeat found the
+// registration rolled back (cause: catalog.ErrRolledBack), and asks for the
+// branches to be compared with the catalog, which lost rows with it. It
+// reports whether the heartbeat is still failing.
+func (m *Manager) registerAgain(ctx context.Context, cause error) bool {
+	n, before, err := m.cat.Reregister(ctx, m.ProxyAddr(), NodeTTL)
+	if err != nil {
+		if !errors.Is(err, catalog.ErrNodeLost) && ctx.Err() == nil {
+			m.log.Warn("register the node again after the catalog lost its registration; retrying", zap.Error(err))
+		}
+		return true
+	}
+	m.log.Warn("the catalog had lost this node's registration (a failover to a standby that had not received it): "+
+		"registered again, its branches adopted; serving on", zap.String("node", n.ID), zap.Int64("epoch_before", before),
+		zap.Int64("epoch", n.Epoch), zap.Int("slot", n.Slot), zap.NamedError("found", cause))
+	m.askOrphanCheck()
+	m.kickHeartbeat() // its peer address and load, which Reregister does not write
 	return false
 }
 
