@@ -25,6 +25,8 @@ import (
 type catalogServer struct {
 	host   *host
 	dir    string
+	data   string       // its data directory
+	run    string       // its unix socket's directory
 	proc   *brt.Process // runs its programs as OS user postgres
 	args   []string     // of its postgres
 	log    string
@@ -48,6 +50,7 @@ func startCatalog(t *testing.T, ctx context.Context, dir string, h *host, subnet
 	}
 	c := &catalogServer{host: h, dir: dir}
 	data, run := filepath.Join(dir, "data"), filepath.Join(dir, "run")
+	c.data, c.run = data, run
 	for _, d := range []string{dir, data, run} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
@@ -64,7 +67,8 @@ func startCatalog(t *testing.T, ctx context.Context, dir string, h *host, subnet
 	}
 	hba, err := os.OpenFile(filepath.Join(data, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
 	if err == nil {
-		_, err = fmt.Fprintf(hba, "host all postgres %s trust\n", subnet)
+		// replication: M10's standby streams from it over the simulated network.
+		_, err = fmt.Fprintf(hba, "host all postgres %s trust\nhost replication postgres %s trust\n", subnet, subnet)
 		if cerr := hba.Close(); err == nil {
 			err = cerr
 		}

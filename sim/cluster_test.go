@@ -52,12 +52,19 @@ func startCluster(t *testing.T, ctx context.Context, nNodes, nFronts int) *clust
 	for i := range nFronts {
 		names = append(names, fmt.Sprintf("f%d", i+1))
 	}
+	// The catalog's standby host (M10), last so that the other hosts keep
+	// their addresses.
+	names = append(names, standbyHost)
 	c := &cluster{dir: dir, net: newNetwork(t, names...)}
 	c.cli = c.net.hosts["cli"]
 	t.Logf("hosts on %s (switch %ssw): %s", c.net.subnet, c.net.prefix, c.hostList(names))
 	ca := filepath.Join(dir, "cluster")
 	mustRun(t, binPath, "cluster", "init", "--dir", ca)
 	c.cat = startCatalog(t, ctx, filepath.Join(dir, "catalog"), c.net.hosts["cat"], c.net.subnet.String())
+	// Nodes and fronts know both of the catalog's hosts and take the one that
+	// accepts writes: after a failover (M10) they find the promoted standby
+	// without a restart.
+	c.cat.url = catalogURL(c.net.hosts["cat"], c.net.hosts[standbyHost])
 	for i := range nNodes {
 		h := c.net.hosts[fmt.Sprintf("n%d", i+1)]
 		m := c.newMember(fmt.Sprintf("node-%d", i+1), h, "7432", true)

@@ -13,9 +13,11 @@ import (
 // today, one after the other on the same cluster (each starts again whatever a
 // failed one left stopped). SIM_RACE_REPS sets M3's repetitions (default 10),
 // SIM_KILL_REPS M6's (default 1; the nodes take turns), SIM_CATALOG_STOP M9's
-// outage (default 10s); SIM_LONG=1 adds M4's fan-out, M11's cuts and M7, which
-// `make sim` runs and `make sim-smoke` does not (M4's 30 creations and the cuts
-// are the heaviest on two cores, beside the integration suite in `make test`).
+// outage (default 10s); SIM_LONG=1 adds M4's fan-out, M11's cuts, M7 and M10
+// (the catalog's failover to a standby; `-run '^TestSmoke$/M10'` runs it alone
+// on a new cluster), which `make sim` runs and `make sim-smoke` does not (M4's
+// 30 creations and the cuts are the heaviest on two cores, beside the
+// integration suite in `make test`).
 func TestSmoke(t *testing.T) {
 	reps, kills := repetitions(t, "SIM_RACE_REPS", 10), repetitions(t, "SIM_KILL_REPS", 1)
 	outage, long := duration(t, "SIM_CATALOG_STOP", 10*time.Second), os.Getenv("SIM_LONG") == "1"
@@ -87,6 +89,11 @@ func TestSmoke(t *testing.T) {
 		scenario("M7NodeDiskLost", func(t *testing.T) {
 			c.deadAfter(t, failDeadAfter)
 			testDiskLoss(t, ctx, c, c.nodes[1], c.nodes[0], failDeadAfter)
+		})
+		// Last: the catalog is the promoted standby from then on.
+		scenario("M10CatalogFailover", func(st *testing.T) {
+			c.deadAfter(st, failDeadAfter)
+			testCatalogFailover(st, t, ctx, c, failDeadAfter)
 		})
 	}
 	t.Logf("simulation took %s; machine at the end: %s", time.Since(start).Round(time.Millisecond), machineLine())
