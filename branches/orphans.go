@@ -37,9 +37,10 @@ func (m *Manager) askOrphanCheck() {
 }
 
 // maybeDropOrphans runs dropOrphans when one was asked for or the last is
-// orphanEvery old. Only the reaper's loop calls it.
+// orphanEvery old, on a Postgres catalog (a SQLite file does not fail over).
+// Only the reaper's loop calls it.
 func (m *Manager) maybeDropOrphans(ctx context.Context) {
-	if !m.orphanDue.Swap(false) && time.Since(m.orphansAt) < orphanEvery {
+	if m.cat.Backend() != "postgres" || !m.orphanDue.Swap(false) && time.Since(m.orphansAt) < orphanEvery {
 		return
 	}
 	if err := m.dropOrphans(ctx); err != nil {

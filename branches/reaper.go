@@ -32,8 +32,8 @@ func (m *Manager) reaper(ctx context.Context) {
 			// Other nodes' branches, which end without this node's knowing, and
 			// refreshes elsewhere free seeds and copies here.
 			m.collectSeeds(ctx)
-			m.maybeDropOrphans(ctx)
 		}
+		m.maybeDropOrphans(ctx)
 		m.reapPass(ctx)
 		m.pruneLogs(ctx) // not in reapPass, which a client's create may run inline
 	}
