@@ -33,7 +33,7 @@ type ownerPoll struct {
 	waiters int
 	rt      catalog.Route // the last route read
 	at      time.Time     // when the last read began; zero before the first
-	final   bool          // the last read ended the wait: the node is back or dead, the row is gone, or the read failed
+	final   bool          // the last read ended the wait: the node is back or dead, or the row is gone
 	reading chan struct{} // closed when the read under way ends; nil when none is
 }
 
@@ -45,8 +45,9 @@ type ownerPolls struct {
 }
 
 // join returns the poll of k, counting the caller as one of its waiters until
-// it leaves.
-func (ps *ownerPolls) join(k pollKey) *ownerPoll {
+// it leaves; a new poll starts from rt, the route that made its first waiter
+// wait.
+func (ps *ownerPolls) join(k pollKey, rt catalog.Route) *ownerPoll {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if ps.m == nil {
@@ -54,7 +55,7 @@ func (ps *ownerPolls) join(k pollKey) *ownerPoll {
 	}
 	p := ps.m[k]
 	if p == nil {
-		p = &ownerPoll{}
+		p = &ownerPoll{rt: rt}
 		ps.m[k] = p
 	}
 	p.waiters++
@@ -72,8 +73,8 @@ func (ps *ownerPolls) leave(k pollKey, p *ownerPoll) {
 
 // next returns a route of p read no longer than every ago: the last one read,
 // the one being read (waited for), or one it starts to read. The zero Route
-// means the wait is over: for every waiter (the read failed), or for this one
-// (ctx ended, or deadline passed while the read was under way).
+// means the wait is over for this waiter (ctx ended, or deadline passed while
+// the read was under way).
 func (ps *ownerPolls) next(ctx context.Context, p *ownerPoll, every time.Duration, deadline time.Time,
 	read func(context.Context) (catalog.Route, error)) catalog.Route {
 	ps.mu.Lock()
@@ -105,18 +106,21 @@ func (ps *ownerPolls) next(ctx context.Context, p *ownerPoll, every time.Duratio
 }
 
 // read reads the route for every waiter of p and ends the read ch. A failed read
-// ends the wait (the zero Route), as the catalog is unlikely to answer sooner
-// than the node comes back.
+// keeps the route read before, and the wait goes on to the next poll: the
+// catalog that answered once within the wait is coming back (a failover to a
+// standby, a pooled connection found dead, a read slower than
+// catalogReadTimeout on a loaded host) while the node renews its lease, which
+// its heartbeats retry every 2 s. Each waiter still stops at its deadline.
 func (ps *ownerPolls) read(ctx context.Context, p *ownerPoll, ch chan struct{}, read func(context.Context) (catalog.Route, error)) {
 	rctx, cancel := context.WithTimeout(ctx, catalogReadTimeout)
 	rt, err := read(rctx)
 	cancel()
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if err != nil {
-		rt = catalog.Route{}
+	if err == nil {
+		p.rt, p.final = rt, !waiting(rt)
 	}
-	p.reading, p.rt, p.final = nil, rt, !waiting(rt)
+	p.reading = nil
 	close(ch)
 }
 
@@ -134,7 +138,7 @@ func waiting(rt catalog.Route) bool {
 // when the wait ended without one of the same row.
 func (b *Branches) awaitOwner(ctx context.Context, k routeKey, rt catalog.Route, deadline time.Time) catalog.Route {
 	pk := pollKey{k, rt.Branch.ID}
-	p := b.polls.join(pk)
+	p := b.polls.join(pk, rt)
 	defer b.polls.leave(pk, p)
 	read := func(ctx context.Context) (catalog.Route, error) { return b.ownerRead(ctx, k.source, k.branch) }
 	for waiting(rt) {

@@ -126,3 +126,39 @@ func TestLeaseDialDeadline(t *testing.T) {
 		t.Fatalf("Dial after the deadline: %v after %d tries, want one try", err, tries)
 	}
 }
+
+// TestAwaitOwnerRidesOutFailedReads: a read of the route that fails while a
+// client waits for an away node (the catalog failing over, a slow read) does
+// not end the wait: the next poll reads again, and the client is served once
+// the node's lease runs again.
+func TestAwaitOwnerRidesOutFailedReads(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	n := r.node("back", "10.0.0.5:1", time.Hour, 0)
+	if _, err := n.InsertBranch(ctx, catalog.Branch{Source: "app", Name: "b1", State: catalog.Running}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Heartbeat(ctx, "10.0.0.5:1", "", -time.Second, catalog.Load{}); err != nil {
+		t.Fatal(err)
+	}
+	b := New(r.cat, nil)
+	b.ownerWait, b.pollEvery = time.Minute, 10*time.Millisecond
+	var reads atomic.Int64
+	b.ownerRead = func(ctx context.Context, source, name string) (catalog.Route, error) {
+		switch reads.Add(1) {
+		case 1, 2:
+			return catalog.Route{}, fmt.Errorf("read the route: %w", catalog.ErrUnavailable)
+		case 3:
+			if err := n.Heartbeat(ctx, "10.0.0.5:1", "", time.Hour, catalog.Load{}); err != nil {
+				return catalog.Route{}, err
+			}
+		}
+		return r.cat.RouteOf(ctx, source, name)
+	}
+	if addr, err := addrOf(t, b, "app@b1"); err != nil || addr != "10.0.0.5:1" {
+		t.Fatalf("a client waiting for the node through two failed reads: %q %v, want it served", addr, err)
+	}
+	if got := reads.Load(); got != 3 {
+		t.Fatalf("%d reads, want 3: two failed, then the node back", got)
+	}
+}
