@@ -27,11 +27,15 @@ func testCatalogFailover(t, top *testing.T, ctx context.Context, c *cluster, dea
 	c.cat.setSync(t, ctx, cat2.name)
 	failoverSync(t, ctx, c, standby, deadAfter)
 	if t.Failed() {
+		t.Logf("the members' logs:%s", c.logs())
 		return
 	}
 	standby = startStandby(t, top, ctx, c.cat, cat, filepath.Join(c.dir, "catalog-"+cat.name))
 	c.cat.setSync(t, ctx, "")
 	failoverAsync(t, ctx, c, standby, deadAfter)
+	if t.Failed() {
+		t.Logf("the members' logs:%s", c.logs())
+	}
 }
 
 // failoverSync: one branch per node read through every front, an established
