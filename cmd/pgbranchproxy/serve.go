@@ -388,18 +388,18 @@ func serveAdmin(api *admin.API, sock string, f *serveFlags) (stop func(), err er
 	os.Chmod(sock, 0o600)
 	local := &http.Server{Handler: admin.WithPage(api.Local(), f.listen), ReadHeaderTimeout: 10 * time.Second}
 	go local.Serve(ln)
-	stop = func() { local.Close(); os.Remove(sock) }
+	stopLocal := func() { local.Close(); os.Remove(sock) }
 	if f.adminListen == "" {
-		return stop, nil
+		return stopLocal, nil
 	}
 	aln, err := net.Listen("tcp", f.adminListen)
 	if err != nil {
-		stop()
+		stopLocal()
 		return nil, fmt.Errorf("--admin-listen: %w", err)
 	}
 	remote := &http.Server{Handler: admin.WithPage(api.Remote(), f.listen), ReadHeaderTimeout: 10 * time.Second}
 	go remote.Serve(aln)
-	return func() { remote.Close(); stop() }, nil
+	return func() { remote.Close(); stopLocal() }, nil
 }
 
 // serveUntilDone serves px on ln until ctx ends (a signal), the proxy stops by
