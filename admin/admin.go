@@ -83,8 +83,9 @@ func New(cfg Config, log *zap.Logger) (*API, error) {
 	return a, nil
 }
 
-// Local returns the handler for the admin socket, which only its owner (root) can
-// reach: every request acts as LocalActor, with every permission.
+// Local returns the handler for the admin socket, which only its owner (the
+// user serve runs as) can reach: every request acts as LocalActor, with every
+// permission.
 func (a *API) Local() http.Handler {
 	local := Caller{Name: LocalActor, Role: RoleAdmin}
 	return a.mux(func(*http.Request) (Caller, int, string) { return local, 0, "" })

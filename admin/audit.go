@@ -25,8 +25,9 @@ type AuditEntry struct {
 // audit log.
 type recorder struct {
 	http.ResponseWriter
-	status int
-	err    string
+	status  int
+	err     string
+	byFront bool // a front answered itself (FrontError): no node saw the request
 }
 
 func (r *recorder) WriteHeader(status int) {

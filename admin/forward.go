@@ -29,7 +29,8 @@ type Forward func(rt Route) http.HandlerFunc
 
 // NewFront returns the admin API of a front: its routes are the nodes', each
 // served by forward once the caller is allowed; healthz and metrics are the
-// front's own. It writes no audit entry (the node that serves a request does).
+// front's own. It audits what it refuses or cannot pass on; what a node
+// serves, the node audits.
 func NewFront(store Store, metrics http.Handler, bootstrap string, forward Forward, log *zap.Logger) (*API, error) {
 	if store == nil || forward == nil {
 		return nil, errors.New("admin: a front's API needs a Store and a Forward")
@@ -42,12 +43,20 @@ func NewFront(store Store, metrics http.Handler, bootstrap string, forward Forwa
 	return a, nil
 }
 
-// SetCaller puts the caller of r (the front's request, allowed) into out, the
-// request to the node.
+// passedOn are the headers of a caller's request a front passes to a node;
+// the others (the token, the page's cookie with it) stay at the front.
+var passedOn = []string{"Content-Type", "Accept", "Accept-Encoding", "User-Agent"}
+
+// SetCaller gives out, the request to a node, the caller of r (the front's
+// request, allowed) and of r's headers only those the node needs.
 func SetCaller(out *http.Request, r *http.Request) {
-	for _, h := range []string{headerCallerName, headerCallerRole, headerCallerPrefix, headerCallerRemote, "Authorization"} {
-		out.Header.Del(h)
+	h := http.Header{}
+	for _, k := range passedOn {
+		if v := r.Header.Values(k); len(v) > 0 {
+			h[k] = v
+		}
 	}
+	out.Header = h
 	c := CallerFrom(r.Context())
 	out.Header.Set(headerCallerName, c.Name)
 	out.Header.Set(headerCallerRole, c.Role)
@@ -77,4 +86,13 @@ func (a *API) Forwarded(front func(r *http.Request) (string, bool)) http.Handler
 		}
 		return c, 0, ""
 	})
+}
+
+// FrontError answers a request a front could not pass on, with the admin API's
+// error body; the front audits it, since no node saw it.
+func FrontError(w http.ResponseWriter, status int, msg string) {
+	if rec, ok := w.(*recorder); ok {
+		rec.byFront = true
+	}
+	writeJSON(w, status, Error{Error: msg})
 }

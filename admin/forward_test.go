@@ -14,8 +14,9 @@ import (
 
 // TestFrontForwards: a front's API authenticates and checks the caller as a
 // node's does, passes allowed requests on with the caller in headers (and not
-// the caller's token), serves its own health, and audits only what it refused;
-// the node's handler for fronts takes the caller from the headers, checks it
+// the caller's token), serves its own health, and audits only what it refused
+// and what it could not pass on; the node's handler for fronts takes the
+// caller from the headers, checks it
 // again, audits it as "NAME via FRONT", and refuses a request from no front.
 func TestFrontForwards(t *testing.T) {
 	t.Parallel()
@@ -26,6 +27,10 @@ func TestFrontForwards(t *testing.T) {
 	var passed []*http.Request
 	forward := func(rt admin.Route) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/v1/branches/pr-9" {
+				admin.FrontError(w, http.StatusServiceUnavailable, "no node is serving")
+				return
+			}
 			out := httptest.NewRequest(r.Method, r.URL.String(), r.Body)
 			out.Header = r.Header.Clone()
 			admin.SetCaller(out, r)
@@ -56,8 +61,20 @@ func TestFrontForwards(t *testing.T) {
 	if last.Header.Get("Authorization") != "" || last.Header.Get("Pgbranch-Caller") != "github" || last.Header.Get("Pgbranch-Caller-Prefix") != "pr-" {
 		t.Fatalf("passed on with headers %v", last.Header)
 	}
+	// The page's cookie holds the token: it stays at the front too.
+	req := httptest.NewRequest("GET", "/v1/sources", nil)
+	req.AddCookie(&http.Cookie{Name: "pgbranch_admin_token", Value: ci})
+	req.Header.Set("Authorization", "Bearer "+ci)
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	if last := passed[len(passed)-1]; last.Header.Get("Cookie") != "" || last.Header.Get("Authorization") != "" {
+		t.Fatalf("passed on with headers %v", last.Header)
+	}
 	if len(f.calls) != 1 || f.calls[0] != "destroy app/pr-1" {
 		t.Fatalf("the node's manager saw %q", f.calls)
+	}
+
+	if rec := call(t, h, ci, "DELETE", "/v1/branches/pr-9?source=app", ""); rec.Code != http.StatusServiceUnavailable {
+		t.Fatalf("a request the front could not pass on: %d", rec.Code)
 	}
 
 	// A request that claims a caller the node would refuse is refused there too.
@@ -87,6 +104,7 @@ func TestFrontForwards(t *testing.T) {
 		"local via front-1 token.create github ok",
 		"github branch.destroy main 403",
 		"github via front-1 branch.destroy app/pr-1 ok",
+		"github branch.destroy app/pr-9 503",
 		"github via front-1 branch.destroy main 403",
 	}
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {

@@ -149,14 +149,21 @@ func (a *API) guard(rt Route, who func(r *http.Request) (Caller, int, string)) h
 			t = pathTarget(r, rt.Need)
 		}
 		rec := &recorder{ResponseWriter: w}
-		if !c.allows(rt.Need, t.Branches) {
+		allowed := c.allows(rt.Need, t.Branches)
+		if !allowed {
 			msg := c.String() + " may not " + describe(action, t)
 			writeJSON(rec, http.StatusForbidden, Error{Error: msg})
 			rec.err = msg
 		} else {
 			rt.Handler(rec, r.WithContext(withCaller(r.Context(), c)))
 		}
-		if (mutates(r.Method) || rec.status == http.StatusForbidden) && (a.forward == nil || rec.status == http.StatusForbidden) {
+		audit := mutates(r.Method) || rec.status == http.StatusForbidden
+		if a.forward != nil {
+			// A node audits what it serves; a front, what it refused or could
+			// not pass on.
+			audit = !allowed || rec.byFront && mutates(r.Method)
+		}
+		if audit {
 			a.audit(r, c, action, t.Name, rec)
 		}
 	})

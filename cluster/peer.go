@@ -8,8 +8,8 @@ import (
 )
 
 // Nodes also talk to each other: a node copies a seed from the node that built
-// it, over the builder's peer listener. Both ends are nodes, whose certificates
-// allow client and server use.
+// it, over the builder's peer listener; node certificates allow client and
+// server use. Fronts reach the same listener to pass admin requests on.
 
 // PeerListenerConfig returns the TLS configuration of a node's peer listener:
 // TLS 1.3, the node's certificate, and a client certificate required, signed by

@@ -2,13 +2,16 @@ package front
 
 import (
 	"context"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 )
 
 // AdminNode returns the node an admin request about the branch name of source
 // goes to: the node that holds it; for a new branch (create), the node that
 // holds its parent from, or else the node a session would put it on. "" when
 // any node will do: there is no such branch, or the source is not given and
-// there are several, and the node that gets the request says so.
+// there are several (the node that gets the request says so), or the branch
+// was on a node declared dead (any node removes its row).
 func (b *Branches) AdminNode(ctx context.Context, source, name, from string, create bool) (string, error) {
 	if source == "" {
 		srcs, err := b.load(ctx, false)
@@ -28,6 +31,8 @@ func (b *Branches) AdminNode(ctx context.Context, source, name, from string, cre
 	switch {
 	case err != nil:
 		return "", err
+	case rt.Branch.State == catalog.Lost:
+		return "", nil // any node may remove a lost branch's row
 	case rt.Branch.ID != 0:
 		return rt.NodeID, nil
 	case !create:

@@ -58,6 +58,10 @@ func testAdminThroughFront(t *testing.T, node, fr *server, branch string) {
 	if b, ok := fr.branches()[branch]; !ok || b.Node != "node-a" {
 		t.Fatalf("branch ls through the front: %s is %+v (listed %v), want node-a's", branch, b, ok)
 	}
+	// Where clients connect is the front.
+	if out := fr.mustCLI("info"); !strings.Contains(out, fr.addr) {
+		t.Fatalf("info through the front does not name the front's address %s:\n%s", fr.addr, out)
+	}
 	fr.mustCLI("branch", "reset", branch)
 	if out, err := fr.psql(t, "app@"+branch, "SELECT v FROM t WHERE id = 1"); err != nil || out != "seed" {
 		t.Fatalf("after a reset through the front: %q %v, want the seed's row", out, err)

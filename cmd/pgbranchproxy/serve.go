@@ -376,19 +376,22 @@ func serve(g *globalFlags, f *serveFlags) error {
 	return err
 }
 
-// serveAdmin serves api on the admin socket sock, to its owner, and on
-// --admin-listen, to tokens, with the web page; stop closes both and removes
-// the socket.
+// serveAdmin serves api on the admin socket sock ("" for none), to its owner,
+// and on --admin-listen, to tokens, with the web page; stop closes both and
+// removes the socket.
 func serveAdmin(api *admin.API, sock string, f *serveFlags) (stop func(), err error) {
-	os.Remove(sock)
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		return nil, fmt.Errorf("admin socket: %w", err)
+	stopLocal := func() {}
+	if sock != "" {
+		os.Remove(sock)
+		ln, err := net.Listen("unix", sock)
+		if err != nil {
+			return nil, fmt.Errorf("admin socket: %w", err)
+		}
+		os.Chmod(sock, 0o600)
+		local := &http.Server{Handler: admin.WithPage(api.Local(), f.listen), ReadHeaderTimeout: 10 * time.Second}
+		go local.Serve(ln)
+		stopLocal = func() { local.Close(); os.Remove(sock) }
 	}
-	os.Chmod(sock, 0o600)
-	local := &http.Server{Handler: admin.WithPage(api.Local(), f.listen), ReadHeaderTimeout: 10 * time.Second}
-	go local.Serve(ln)
-	stopLocal := func() { local.Close(); os.Remove(sock) }
 	if f.adminListen == "" {
 		return stopLocal, nil
 	}

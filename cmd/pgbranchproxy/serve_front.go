@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/admin"
+	"github.com/pgbranchproxy/pgbranchproxy/branches"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 	"github.com/pgbranchproxy/pgbranchproxy/cluster"
 	"github.com/pgbranchproxy/pgbranchproxy/front"
@@ -96,24 +97,20 @@ func serveFront(g *globalFlags, f *serveFlags) error {
 		}
 		defer stopMetrics()
 	}
-	fw := &nodeForwarder{cat: cat, routes: routes, member: member, log: log.Named("admin")}
+	fw := &nodeForwarder{cat: cat, routes: routes, member: member, stateDir: stateDir, listen: f.listen, log: log.Named("admin")}
 	defer fw.close()
 	api, err := admin.NewFront(cat, metricsHandler, f.adminToken, fw.forward, log.Named("admin"))
 	if err != nil {
 		return err
 	}
-	// The admin socket is a convenience on a front, whose sessions do not need
-	// it: without a writable state directory the front serves on, and says so.
-	err = os.MkdirAll(stateDir, 0o700)
-	stopAdmin := func() {}
-	if err == nil {
-		stopAdmin, err = serveAdmin(api, filepath.Join(stateDir, "admin.sock"), f)
-	}
+	sock, unlock, err := frontAdminSocket(stateDir, log)
 	if err != nil {
-		if f.adminListen != "" {
-			return err
-		}
-		log.Warn("no admin socket: give the front a writable --state-dir for admin commands through it", zap.Error(err))
+		return err
+	}
+	defer unlock()
+	stopAdmin, err := serveAdmin(api, sock, f)
+	if err != nil {
+		return err
 	}
 	defer stopAdmin()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -170,4 +167,29 @@ func memberName(m *cluster.Member) string {
 		return ""
 	}
 	return m.Name
+}
+
+// frontAdminSocket returns where a front's admin socket goes, with the state
+// directory's lock taken (a front on a node's state directory, or a second
+// front on its own, is refused as a second node would be), or "" when the
+// directory cannot be made: the socket is a convenience on a front, whose
+// sessions do not need it, and the front serves on without it.
+func frontAdminSocket(stateDir string, log *zap.Logger) (sock string, unlock func(), err error) {
+	f, err := lockFrontDir(stateDir)
+	switch {
+	case errors.Is(err, branches.ErrStateDirInUse):
+		return "", nil, err
+	case err != nil:
+		log.Warn("no admin socket: give the front a writable --state-dir of its own for admin commands through it", zap.Error(err))
+		return "", func() {}, nil
+	}
+	return filepath.Join(stateDir, "admin.sock"), func() { f.Close() }, nil
+}
+
+// lockFrontDir makes a front's state directory and takes its lock.
+func lockFrontDir(dir string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	return branches.LockStateDir(dir)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/admin"
+	"github.com/pgbranchproxy/pgbranchproxy/branches"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 	"github.com/pgbranchproxy/pgbranchproxy/cluster"
 	"github.com/pgbranchproxy/pgbranchproxy/front"
@@ -28,26 +30,38 @@ import (
 
 // nodeForwarder passes a front's admin requests to nodes.
 type nodeForwarder struct {
-	cat    *catalog.Catalog
-	routes *front.Branches
-	member *cluster.Member // nil: no cluster TLS, and no node serves a front's admin requests
-	log    *zap.Logger
+	cat      *catalog.Catalog
+	routes   *front.Branches
+	member   *cluster.Member // nil: no cluster TLS, and no node serves a front's admin requests
+	stateDir string          // the front's, and its --listen, for GET /v1/info
+	listen   string
+	log      *zap.Logger
 
 	mu         sync.Mutex
 	transports map[string]*http.Transport // by node id
 }
 
-// forward is the admin.Forward of a front.
+// forward is the admin.Forward of a front. What it says of itself (GET
+// /v1/info: where clients connect, which is the front) and the branch list
+// (each node lists its own) it answers itself.
 func (fw *nodeForwarder) forward(rt admin.Route) http.HandlerFunc {
+	switch rt.Pattern {
+	case "GET /v1/info":
+		return func(w http.ResponseWriter, r *http.Request) {
+			json.NewEncoder(w).Encode(branches.ServerInfo{StateDir: fw.stateDir, Listen: fw.listen})
+		}
+	case "GET /v1/branches":
+		return fw.gather
+	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		if fw.member == nil {
-			adminError(w, http.StatusNotImplemented, "a front passes admin requests to nodes only with the cluster's mutual TLS (--cluster-dir)")
+			admin.FrontError(w, http.StatusNotImplemented, "a front passes admin requests to nodes only with the cluster's mutual TLS (--cluster-dir)")
 			return
 		}
 		node, err := fw.pick(r.Context(), rt, r)
 		if err != nil {
 			fw.log.Warn("admin request: no node to pass it to", zap.String("path", r.URL.Path), zap.Error(err))
-			adminError(w, http.StatusServiceUnavailable, "no node can take the request now: "+err.Error())
+			admin.FrontError(w, http.StatusServiceUnavailable, "no node can take the request now: "+err.Error())
 			return
 		}
 		target := &url.URL{Scheme: "https", Host: node.PeerAddr}
@@ -60,7 +74,7 @@ func (fw *nodeForwarder) forward(rt admin.Route) http.HandlerFunc {
 			FlushInterval: -1, // a source build streams its progress
 			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 				fw.log.Warn("admin request: the node did not answer", zap.String("node", node.ID), zap.String("path", r.URL.Path), zap.Error(err))
-				adminError(w, http.StatusBadGateway, fmt.Sprintf("node %s did not answer: %v", node.ID, err))
+				admin.FrontError(w, http.StatusBadGateway, fmt.Sprintf("node %s did not answer: %v", node.ID, err))
 			},
 		}
 		rp.ServeHTTP(w, r)
@@ -87,30 +101,90 @@ func (fw *nodeForwarder) pick(ctx context.Context, rt admin.Route, r *http.Reque
 	if err != nil {
 		return catalog.Node{}, err
 	}
-	nodes, err := fw.cat.Nodes(ctx)
+	live, err := fw.liveNodes(ctx)
 	if err != nil {
 		return catalog.Node{}, err
 	}
-	var live []catalog.Node
-	for _, n := range nodes {
-		up := n.LeaseAge < 0 && n.PeerAddr != "" && (n.State == catalog.NodeActive || n.State == catalog.NodeDraining)
+	if id == "" {
+		return live[rand.IntN(len(live))], nil
+	}
+	for _, n := range live {
 		if n.ID == id {
-			if !up {
-				return catalog.Node{}, fmt.Errorf("node %s, which holds the branch, is not serving", id)
-			}
 			return n, nil
 		}
-		if up {
+	}
+	return catalog.Node{}, fmt.Errorf("node %s, which holds the branch, is not serving", id)
+}
+
+// liveNodes returns the nodes that serve admin requests now; an error when
+// none does.
+func (fw *nodeForwarder) liveNodes(ctx context.Context) ([]catalog.Node, error) {
+	nodes, err := fw.cat.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var live []catalog.Node
+	for _, n := range nodes {
+		if n.LeaseAge < 0 && n.PeerAddr != "" && (n.State == catalog.NodeActive || n.State == catalog.NodeDraining) {
 			live = append(live, n)
 		}
 	}
-	if id != "" {
-		return catalog.Node{}, fmt.Errorf("node %s, which holds the branch, is not registered", id)
-	}
 	if len(live) == 0 {
-		return catalog.Node{}, fmt.Errorf("no node is serving")
+		return nil, fmt.Errorf("no node is serving")
 	}
-	return live[rand.IntN(len(live))], nil
+	return live, nil
+}
+
+// gather serves GET /v1/branches: every live node's list, one after the other.
+// A node that does not answer fails the request (a list that silently missed
+// a node's branches would read as those branches being gone).
+func (fw *nodeForwarder) gather(w http.ResponseWriter, r *http.Request) {
+	if fw.member == nil {
+		admin.FrontError(w, http.StatusNotImplemented, "a front passes admin requests to nodes only with the cluster's mutual TLS (--cluster-dir)")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	live, err := fw.liveNodes(ctx)
+	if err != nil {
+		admin.FrontError(w, http.StatusServiceUnavailable, "no node can take the request now: "+err.Error())
+		return
+	}
+	all := []json.RawMessage{}
+	for _, n := range live {
+		list, status, err := fw.list(ctx, n, r)
+		if err != nil {
+			admin.FrontError(w, status, fmt.Sprintf("node %s: %v", n.ID, err))
+			return
+		}
+		all = append(all, list...)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(all)
+}
+
+// list asks node n for its branches as r asks.
+func (fw *nodeForwarder) list(ctx context.Context, n catalog.Node, r *http.Request) ([]json.RawMessage, int, error) {
+	out := r.Clone(ctx)
+	out.RequestURI = ""
+	out.URL.Scheme, out.URL.Host, out.Host = "https", n.PeerAddr, ""
+	admin.SetCaller(out, r)
+	resp, err := fw.transport(n.ID).RoundTrip(out)
+	if err != nil {
+		return nil, http.StatusBadGateway, fmt.Errorf("did not answer: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, http.StatusBadGateway, err
+	}
+	var list []json.RawMessage
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &list) != nil {
+		var e admin.Error
+		json.Unmarshal(body, &e)
+		return nil, resp.StatusCode, fmt.Errorf("answered %s: %s", resp.Status, e.Error)
+	}
+	return list, 0, nil
 }
 
 // transport returns the transport to node id's peer listener.
@@ -124,8 +198,9 @@ func (fw *nodeForwarder) transport(id string) http.RoundTripper {
 	if err != nil {
 		return errTransport{err}
 	}
-	t := &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: false, MaxIdleConnsPerHost: 4,
-		IdleConnTimeout: time.Minute, TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 10 * time.Minute}
+	t := &http.Transport{TLSClientConfig: cfg, DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute, TLSHandshakeTimeout: 10 * time.Second,
+		ResponseHeaderTimeout: 10 * time.Minute}
 	if fw.transports == nil {
 		fw.transports = map[string]*http.Transport{}
 	}
@@ -146,10 +221,3 @@ func (fw *nodeForwarder) close() {
 type errTransport struct{ err error }
 
 func (t errTransport) RoundTrip(*http.Request) (*http.Response, error) { return nil, t.err }
-
-// adminError writes an admin API error body.
-func adminError(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(admin.Error{Error: msg})
-}

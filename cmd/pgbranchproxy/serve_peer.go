@@ -16,8 +16,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// A node serves its seeds to the other nodes on a peer listener (package peer):
-// with the cluster's mutual TLS, or plain on loopback or a trusted network.
+// A node serves its seeds to the other nodes on a peer listener (package peer),
+// and the admin API to fronts (peerHandler): with the cluster's mutual TLS, or,
+// seeds only, plain on loopback or a trusted network.
 
 // peerListenAddr is where a node's peer listener listens: --peer-listen, or
 // the --listen host on a port the system picks.

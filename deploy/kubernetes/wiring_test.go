@@ -82,7 +82,7 @@ func TestSelectors(t *testing.T) {
 }
 
 // TestNetworkPolicy: a node's ingress is its serving port, from fronts, and
-// its peer port, from nodes.
+// its peer port, from nodes (seed copies) and fronts (admin requests).
 func TestNetworkPolicy(t *testing.T) {
 	t.Parallel()
 	d := loadDeployment(t)
@@ -97,19 +97,22 @@ func TestNetworkPolicy(t *testing.T) {
 	}
 	for i, want := range []struct {
 		flag string
-		from map[string]string
-	}{{"listen", d.front.Spec.Template.Labels}, {"peer-listen", d.node.Spec.Template.Labels}} {
+		from []map[string]string
+	}{
+		{"listen", []map[string]string{d.front.Spec.Template.Labels}},
+		{"peer-listen", []map[string]string{d.node.Spec.Template.Labels, d.front.Spec.Template.Labels}},
+	} {
 		port, rule := listenPort(t, flagOf(t, args, want.flag)), p.Ingress[i]
 		if len(rule.Ports) != 1 || rule.Ports[0].Port == nil || rule.Ports[0].Port.IntValue() != port ||
 			rule.Ports[0].Protocol == nil || *rule.Ports[0].Protocol != corev1.ProtocolTCP {
 			t.Errorf("rule %d: ingress ports %v, want TCP %d (the node's --%s)", i, rule.Ports, port, want.flag)
 		}
-		if len(rule.From) == 0 {
-			t.Fatalf("rule %d: ingress from anywhere", i)
+		if len(rule.From) != len(want.from) {
+			t.Fatalf("rule %d: ingress from %d peers, want %d (none is anywhere)", i, len(rule.From), len(want.from))
 		}
-		for _, from := range rule.From {
-			if from.IPBlock != nil || from.NamespaceSelector != nil || !selects(t, from.PodSelector, want.from) {
-				t.Errorf("rule %d: ingress from %+v: want only the pods of %v in this namespace", i, from, want.from)
+		for j, from := range rule.From {
+			if from.IPBlock != nil || from.NamespaceSelector != nil || !selects(t, from.PodSelector, want.from[j]) {
+				t.Errorf("rule %d: ingress from %+v: want only the pods of %v in this namespace", i, from, want.from[j])
 			}
 		}
 		if containerPort(t, c, strconv.Itoa(port)) != port {
