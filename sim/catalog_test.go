@@ -78,7 +78,9 @@ func startCatalog(t *testing.T, ctx context.Context, dir string, h *host, subnet
 	}
 	c.args = []string{"-D", data,
 		"-c", "listen_addresses=" + h.addr.String(), "-c", "port=5432", "-c", "unix_socket_directories=" + run,
-		"-c", "fsync=off", "-c", "shared_buffers=32MB", "-c", "max_connections=300"}
+		"-c", "fsync=off", "-c", "shared_buffers=32MB", "-c", "max_connections=300",
+		// M14 counts the nodes' and fronts' statements (CREATE EXTENSION in database postgres).
+		"-c", "shared_preload_libraries=pg_stat_statements"}
 	c.proc, c.log = p, filepath.Join(dir, "catalog.log")
 	if err := c.launch(); err != nil {
 		t.Fatalf("start the catalog: %v", err)

@@ -60,26 +60,34 @@ func newNetwork(t *testing.T, names ...string) *network {
 			t.Fatal(err)
 		}
 	}
-	a := subnet.Addr().As4()
-	for i, name := range names {
-		a[3] = byte(10 + i)
-		h := &host{name: name, ns: n.prefix + name, addr: netip.AddrFrom4(a)}
-		n.hosts[name] = h
-		port := "p-" + name
-		for _, args := range [][]string{
-			{"netns", "add", h.ns},
-			{"-n", h.ns, "link", "add", "eth0", "type", "veth", "peer", "name", port, "netns", sw},
-			{"-n", sw, "link", "set", "dev", port, "master", "br0", "up"},
-			{"-n", h.ns, "addr", "add", h.addr.String() + "/24", "dev", "eth0"},
-			{"-n", h.ns, "link", "set", "dev", "lo", "up"},
-			{"-n", h.ns, "link", "set", "dev", "eth0", "up"},
-		} {
-			if err := ip(args...); err != nil {
-				t.Fatal(err)
-			}
-		}
+	for _, name := range names {
+		n.addHost(t, name)
 	}
 	return n
+}
+
+// addHost makes one more host, numbered after the others (from .10), with its
+// veth into the switch.
+func (n *network) addHost(t *testing.T, name string) *host {
+	t.Helper()
+	a := n.subnet.Addr().As4()
+	a[3] = byte(10 + len(n.hosts))
+	h := &host{name: name, ns: n.prefix + name, addr: netip.AddrFrom4(a)}
+	n.hosts[name] = h
+	port, sw := "p-"+name, n.prefix+"sw"
+	for _, args := range [][]string{
+		{"netns", "add", h.ns},
+		{"-n", h.ns, "link", "add", "eth0", "type", "veth", "peer", "name", port, "netns", sw},
+		{"-n", sw, "link", "set", "dev", port, "master", "br0", "up"},
+		{"-n", h.ns, "addr", "add", h.addr.String() + "/24", "dev", "eth0"},
+		{"-n", h.ns, "link", "set", "dev", "lo", "up"},
+		{"-n", h.ns, "link", "set", "dev", "eth0", "up"},
+	} {
+		if err := ip(args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h
 }
 
 // cut takes the host's link down: from then on it reaches no other host and no
