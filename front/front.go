@@ -171,7 +171,7 @@ func (b *Branches) recreate(ctx context.Context, lost catalog.Branch, source, na
 // client: if the node refuses the session, its Reroute follows the name
 // (follower).
 func (b *Branches) placed(k routeKey, node, addr string, opts router.Options, deadline time.Time, notices []string) proxy.Lease {
-	l := b.lease(node, addr, opts, deadline)
+	l := b.lease(k, node, addr, opts, deadline)
 	l.reroute = b.follower(k, node, opts, deadline, notices)
 	return withNotices(l, notices)
 }
@@ -179,15 +179,16 @@ func (b *Branches) placed(k routeKey, node, addr string, opts router.Options, de
 // owned is the lease to the node that holds k's branch; one that does not
 // answer drops k's cached route.
 func (b *Branches) owned(k routeKey, node, addr string, opts router.Options, deadline time.Time) *lease {
-	l := b.lease(node, addr, opts, deadline)
+	l := b.lease(k, node, addr, opts, deadline)
 	l.unreachable = func() { b.cache.forget(k) }
 	return l
 }
 
-// lease is the lease of a session on node at addr, on one of the connections
-// kept to it when there is one.
-func (b *Branches) lease(node, addr string, opts router.Options, deadline time.Time) *lease {
-	return &lease{node: node, addr: addr, opts: opts, dial: b.dial, deadline: deadline, conns: &b.conns, kept: new(atomic.Bool)}
+// lease is the lease of a session on k's branch on node at addr, on one of
+// the connections kept to it when there is one.
+func (b *Branches) lease(k routeKey, node, addr string, opts router.Options, deadline time.Time) *lease {
+	return &lease{node: node, addr: addr, opts: opts, dial: b.dial, deadline: deadline, conns: &b.conns, kept: new(atomic.Bool),
+		confirm: func(ctx context.Context) error { return b.confirm(ctx, k, node) }}
 }
 
 // withNotices gives l's client notices, if any.
@@ -215,7 +216,7 @@ func (b *Branches) follower(k routeKey, placed string, opts router.Options, dead
 			if err != nil || node == placed {
 				return nil, nil
 			}
-			return withNotices(b.lease(node, addr, opts, deadline), notices), nil
+			return withNotices(b.lease(k, node, addr, opts, deadline), notices), nil
 		}
 		if rt.NodeID == placed || rt.NodeAddr == "" || !rt.NodeLive || rt.NodeState == catalog.NodeDead || rt.Branch.State == catalog.Lost {
 			return nil, nil

@@ -32,6 +32,8 @@ type lease struct {
 	// whether Dial's last connection was one of them.
 	conns *nodeConns
 	kept  *atomic.Bool
+	// confirm checks that the branch is still the node's (Confirm); nil: no check.
+	confirm func(ctx context.Context) error
 }
 
 // dialTimeout bounds one connect to a node: one that is cut off is given up in
@@ -48,6 +50,7 @@ var (
 	_ proxy.RouteForwarder = (*lease)(nil)
 	_ proxy.Rerouter       = (*lease)(nil)
 	_ proxy.ConnKeeper     = (*lease)(nil)
+	_ proxy.Confirmer      = (*lease)(nil)
 )
 
 // Reroute, for a new name's lease, follows the name to the node that made its

@@ -99,6 +99,9 @@ func (s *Server) session(conn, raw net.Conn, st clientStartup, log *zap.Logger) 
 		return nil
 	}
 	lease, sc, reused, err := s.sessionOn(ctx, lease, route, log)
+	if err == nil {
+		err = confirm(ctx, lease, sc, start)
+	}
 	if err != nil {
 		lease.Release()
 		s.refuseStart(conn, lease, err, log)
@@ -191,6 +194,20 @@ func (s *Server) sessionOn(ctx context.Context, lease Lease, route router.Route,
 	lease.Release()
 	sc, reused, err = s.serverSession(ctx, next, serverParams(next, route))
 	return next, sc, reused, err
+}
+
+// confirm asks a Confirmer lease whether the session started at start may go
+// on; on a refusal the server session is closed.
+func confirm(ctx context.Context, lease Lease, sc *serverConn, start time.Time) error {
+	c, ok := lease.(Confirmer)
+	if !ok {
+		return nil
+	}
+	err := c.Confirm(ctx, time.Since(start))
+	if err != nil {
+		sc.Close()
+	}
+	return err
 }
 
 // cancelSecret registers the session's cancel key and returns the secret to give

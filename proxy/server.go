@@ -52,6 +52,14 @@ type Rerouter interface {
 	Reroute(ctx context.Context) (Lease, error)
 }
 
+// A Confirmer is a Lease that checks, once its server has started the session,
+// that the session may go on: a front's lease reads its branch's route again
+// when the start-up took long, since its node may have been declared dead
+// meanwhile. An error refuses the session.
+type Confirmer interface {
+	Confirm(ctx context.Context, took time.Duration) error
+}
+
 // A Noticer is a Lease with something to tell its client: each text goes to the
 // client as a NOTICE once the session has started.
 type Noticer interface {

@@ -1,0 +1,65 @@
+package proxy_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/proxy"
+	"github.com/pgbranchproxy/pgbranchproxy/router"
+)
+
+// confirmingBranches hand out leases whose Confirm refuses with err.
+type confirmingBranches struct {
+	*fakeBranches
+	err  error
+	took chan time.Duration
+}
+
+type confirmingLease struct {
+	*fakeLease
+	cb *confirmingBranches
+}
+
+func (b *confirmingBranches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, error) {
+	l, err := b.fakeBranches.Acquire(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return &confirmingLease{fakeLease: l.(*fakeLease), cb: b}, nil
+}
+
+func (l *confirmingLease) Confirm(_ context.Context, took time.Duration) error {
+	l.cb.took <- took
+	return l.cb.err
+}
+
+// TestConfirmRefuses: a lease that does not confirm its started session has
+// its client refused with the lease's error, the lease released and the
+// server session closed; one that confirms is served.
+func TestConfirmRefuses(t *testing.T) {
+	t.Parallel()
+	fs := startFakeServer(t, scriptOK)
+	cb := &confirmingBranches{fakeBranches: newFakeBranches(fs.addr(), nil), took: make(chan time.Duration, 2),
+		err: &proxy.ClientError{Code: "57P03", Message: "the branch was on a lost node"}}
+	p := startProxy(t, defaultConfig(), cb)
+	_, err := p.connect(t, "dbname=app@b1")
+	if pe := pgError(t, err); pe.Code != "57P03" || pe.Message != "the branch was on a lost node" {
+		t.Fatalf("refused with %s %q, want the lease's 57P03", pe.Code, pe.Message)
+	}
+	recv(t, cb.took, "the confirmation")
+	cb.lease(t, 0).waitReleased(t)
+	deadline := time.Now().Add(within)
+	for fs.ended.Load() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the refused session's server session was not closed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	cb.err = nil
+	c := p.mustConnect(t, "dbname=app@b1")
+	query(t, c)
+	closeConn(t, c)
+	recv(t, cb.took, "the second confirmation")
+}
