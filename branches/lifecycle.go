@@ -161,6 +161,12 @@ func (m *Manager) create(ctx context.Context, b *branch, reason string) (err err
 	rec := b.rec
 	m.mu.Unlock()
 	rec.State, rec.CreatedAt, rec.StateAt, rec.LastUsedAt = catalog.Creating, m.now(), m.now(), m.now()
+	// A new branch of a seed has the seed's roles and databases: its row holds
+	// them from the start, and its new server is not asked for them.
+	rolesKnown := false
+	if sd, err := m.seedByID(rec.SeedID); err == nil && rec.Parent == "" && sd.Roles != "" {
+		rec.Roles, rec.Databases, rolesKnown = sd.Roles, sd.Databases, true
+	}
 	id, err := m.cat.InsertBranch(context.WithoutCancel(ctx), rec, reason)
 	switch {
 	case errors.Is(err, catalog.ErrExists):
@@ -196,14 +202,9 @@ func (m *Manager) create(ctx context.Context, b *branch, reason string) (err err
 			return err
 		}
 	}
-	if err := m.startServer(ctx, b); err != nil {
-		return err
-	}
-	ms := time.Since(start).Milliseconds()
-	m.mu.Lock()
-	b.rec.CreateMS = ms
-	m.mu.Unlock()
-	if err := m.save(ctx, b, reason, func(r *catalog.Branch) { r.CreateMS = ms }); err != nil {
+	// create_ms is written with the running state: one write, not two.
+	created := func(r *catalog.Branch) { r.CreateMS = time.Since(start).Milliseconds() }
+	if err := m.startServerWith(ctx, b, serverReady{also: created, rolesKnown: rolesKnown}); err != nil {
 		return err
 	}
 	m.cfg.Metrics.action("create", "first_use")
@@ -265,7 +266,21 @@ func layersPresent(layers []string) error {
 }
 
 // startServer mounts the branch if needed and starts its Postgres.
-func (m *Manager) startServer(ctx context.Context, b *branch) (err error) {
+func (m *Manager) startServer(ctx context.Context, b *branch) error {
+	return m.startServerWith(ctx, b, serverReady{})
+}
+
+// serverReady is what a start records beyond the running state.
+type serverReady struct {
+	// also sets more of the row in the same write (a creation's create_ms).
+	also func(*catalog.Branch)
+	// rolesKnown: the row already holds the server's roles and databases (a new
+	// branch of a seed holds the seed's), so the new server is not asked.
+	rolesKnown bool
+}
+
+// startServerWith is startServer, recording ready with the running state.
+func (m *Manager) startServerWith(ctx context.Context, b *branch, ready serverReady) (err error) {
 	defer func() { err = m.noSpace(err) }()
 	m.mu.Lock()
 	rec := b.rec
@@ -356,11 +371,16 @@ func (m *Manager) startServer(ctx context.Context, b *branch) (err error) {
 	go m.watchExit(b, inst)
 	if err := m.save(ctx, b, "server ready", func(r *catalog.Branch) {
 		r.State, r.PID, r.CowMode, r.Error = catalog.Running, inst.PID(), mode, ""
+		if ready.also != nil {
+			ready.also(r)
+		}
 	}); err != nil {
 		return err
 	}
-	if err := m.refreshRoles(ctx, b); err != nil {
-		m.log.Warn("read branch roles", zap.String("branch", rec.Name), zap.Error(err))
+	if !ready.rolesKnown {
+		if err := m.refreshRoles(ctx, b); err != nil {
+			m.log.Warn("read branch roles", zap.String("branch", rec.Name), zap.Error(err))
+		}
 	}
 	m.mu.Lock()
 	b.rolesAt = m.now()

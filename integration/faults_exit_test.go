@@ -6,11 +6,11 @@ import (
 )
 
 // TestServerExitDuringOperation kills a branch's postmaster while an operation on
-// the branch is still in flight (the roles read at the end of its creation). The
-// exit must be recorded once the operation ends, and the next session must get a
-// freshly started server, never the dead socket.
+// the branch is still in flight (its creation, once the running state is
+// recorded). The exit must be recorded once the operation ends, and the next
+// session must get a freshly started server, never the dead socket.
 func TestServerExitDuringOperation(t *testing.T) {
-	t.Setenv(failpointsEnv, "roles@victim=1*kill")
+	t.Setenv(failpointsEnv, "catalog.running@victim=1*kill")
 	s := startServer(t, newStateDir(t), "--reap-interval", "200ms")
 	s.seedSQL("app", lifecycleSQL)
 	for i := 0; i < 3; i++ {
