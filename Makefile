@@ -52,10 +52,10 @@ sim-smoke: deps ## fronts and nodes on network namespaces: race, cancels, front 
 	$(GO) test -count=1 -timeout 10m -v -run '^TestSmoke$$' ./sim
 
 sim: deps ## the same with M3 repeated SIM_RACE_REPS times (200), M6 SIM_KILL_REPS times (10), the catalog stopped SIM_CATALOG_STOP (30s), M11's long cut and M7, then the measurements (sim-measure), for docs/scale-out.md (needs root)
-	SIM_RACE_REPS=$(SIM_RACE_REPS) SIM_KILL_REPS=$(SIM_KILL_REPS) SIM_CATALOG_STOP=$(SIM_CATALOG_STOP) SIM_LONG=1 $(GO) test -count=1 -timeout 90m -v -run '^(TestSmoke|TestMeasure)$$' ./sim
+	SIM_RACE_REPS=$(SIM_RACE_REPS) SIM_KILL_REPS=$(SIM_KILL_REPS) SIM_CATALOG_STOP=$(SIM_CATALOG_STOP) SIM_LONG=1 $(GO) test -tags simmeasure -count=1 -timeout 90m -v -run '^(TestSmoke|TestMeasure)$$' ./sim
 
 sim-measure: deps ## make sim's measurements only, on a simulation of their own: footprint (M14), pgbench -S (M2), connect overhead (M1) (needs root)
-	SIM_LONG=1 $(GO) test -count=1 -timeout 30m -v -run '^TestMeasure$$' ./sim
+	SIM_LONG=1 $(GO) test -tags simmeasure -count=1 -timeout 30m -v -run '^TestMeasure$$' ./sim
 
 bench-branchbench: deps build ## BranchBench's five agentic workflows (BRANCHBENCH_QUICK=1 for a short run)
 	$(GO) run ./bench/branchbench

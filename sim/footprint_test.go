@@ -1,3 +1,5 @@
+//go:build simmeasure
+
 package sim
 
 import (

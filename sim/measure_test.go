@@ -1,3 +1,5 @@
+//go:build simmeasure
+
 package sim
 
 import (
@@ -6,7 +8,6 @@ import (
 	"database/sql"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -24,10 +25,10 @@ import (
 // catalog), each with the same source. Nothing is asserted of the numbers:
 // every session, creation and pgbench run must succeed, and the numbers are
 // logged for docs/scale-out.md.
+//
+// It is built only with the tag simmeasure (make sim, make sim-measure): it
+// measures, and `go test ./sim` in make test runs the checks.
 func TestMeasure(t *testing.T) {
-	if os.Getenv("SIM_LONG") != "1" {
-		t.Skip("the measurements (M1, M2, M14) run in make sim, with SIM_LONG=1")
-	}
 	deadline := time.Now().Add(30 * time.Minute)
 	if d, ok := t.Deadline(); ok {
 		deadline = d.Add(-time.Minute)
