@@ -108,14 +108,3 @@ func (p *nodeConns) close() {
 		}
 	}
 }
-
-// count returns how many connections are kept.
-func (p *nodeConns) count() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for _, list := range p.idle {
-		n += len(list)
-	}
-	return n
-}

@@ -99,3 +99,14 @@ func TestNodeDialerUserTimeout(t *testing.T) {
 		t.Fatalf("TCP_USER_TIMEOUT %d ms (%v), want %v", got, gerr, unackedFor)
 	}
 }
+
+// count returns how many connections are kept.
+func (p *nodeConns) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, list := range p.idle {
+		n += len(list)
+	}
+	return n
+}

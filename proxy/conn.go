@@ -560,7 +560,15 @@ func (s *Server) readClientStartup(conn net.Conn, log *zap.Logger) (clientStartu
 		}
 		st.tls = direct
 	}
-	sawSSL, sawGSS := false, false
+	return s.readStartupPackets(st, false, log)
+}
+
+// readStartupPackets reads startup-phase packets on st.conn until a
+// StartupMessage or a CancelRequest. With negotiated (a kept connection's next
+// session) an SSLRequest or GSSENCRequest is a protocol error: the connection
+// is as its first session left it.
+func (s *Server) readStartupPackets(st clientStartup, negotiated bool, log *zap.Logger) (clientStartup, error) {
+	sawSSL, sawGSS := negotiated, negotiated
 	for {
 		code, body, err := readStartup(st.conn, s.cfg.MaxStartupPacket)
 		if err != nil {

@@ -168,20 +168,9 @@ func (s *Server) nextStartup(c net.Conn, prev clientStartup, log *zap.Logger) (c
 	if err != nil {
 		return st, err
 	}
+	defer done()
 	c.SetDeadline(time.Now().Add(keptIdle))
-	code, body, err := readStartup(c, s.cfg.MaxStartupPacket)
-	done()
-	switch {
-	case errors.Is(err, errStartupLength):
-		return st, fmt.Errorf("%w: %v", errProtocol, err)
-	case err != nil:
-		return st, err
-	case code == codeCancel:
-		s.handleCancel(body, log)
-		return st, nil
-	case code&majorVersion == protocolV3:
-		c.SetDeadline(time.Now().Add(s.cfg.StartupTimeout))
-		return s.startupMessage(st, code, body)
-	}
-	return st, fmt.Errorf("%w: a kept connection's next packet is not a start-up (code %d)", errProtocol, code)
+	st, err = s.readStartupPackets(st, true, log)
+	c.SetDeadline(time.Now().Add(s.cfg.StartupTimeout)) // the rest of the start-up, as on a new connection
+	return st, err
 }
