@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -21,6 +22,7 @@ type Process struct {
 	bins Binaries
 	user OSUser
 	log  *zap.Logger
+	dirs sync.Map // major version -> binaries directory found for it
 }
 
 // NewProcess returns a runtime that finds binaries with bins and runs them as u.
@@ -34,7 +36,7 @@ func (p *Process) User() OSUser { return p.user }
 // Command returns a command for the Postgres program prog of the given major version,
 // set up to run as the runtime's OS user in its own process group.
 func (p *Process) Command(ctx context.Context, version, prog string, args ...string) (*exec.Cmd, error) {
-	dir, err := p.bins.Find(version)
+	dir, err := p.binDir(version)
 	if err != nil {
 		return nil, err
 	}
@@ -46,6 +48,21 @@ func (p *Process) Command(ctx context.Context, version, prog string, args ...str
 		Setpgid:    true,
 	}
 	return cmd, nil
+}
+
+// binDir finds the binaries of a major version once: a lookup can run pg_config,
+// which on Debian is a shell script that lists directories, and every server start
+// would pay for it. A failed lookup is tried again next time.
+func (p *Process) binDir(version string) (string, error) {
+	if dir, ok := p.dirs.Load(version); ok {
+		return dir.(string), nil
+	}
+	dir, err := p.bins.Find(version)
+	if err != nil {
+		return "", err
+	}
+	p.dirs.Store(version, dir)
+	return dir, nil
 }
 
 // Start implements Runtime.

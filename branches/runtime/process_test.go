@@ -172,3 +172,32 @@ func TestProcessStartFails(t *testing.T) {
 		t.Errorf("Start of a missing version = %v, want an error naming --pg-bin", err)
 	}
 }
+
+// A version's binaries are looked up once per runtime: later commands do not look
+// again (a lookup can run pg_config, a shell script, at every server start).
+func TestCommandFindsBinariesOnce(t *testing.T) {
+	dir := t.TempDir()
+	for _, prog := range []string{"postgres", "initdb"} {
+		if err := os.WriteFile(filepath.Join(dir, prog), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := runtime.NewProcess(runtime.Binaries{Dir: dir}, runtime.OSUser{}, zap.NewNop())
+	first, err := p.Command(context.Background(), "15", "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "initdb")); err != nil {
+		t.Fatal(err)
+	}
+	again, err := p.Command(context.Background(), "15", "postgres")
+	if err != nil {
+		t.Fatalf("second command looked the binaries up again: %v", err)
+	}
+	if again.Path != first.Path {
+		t.Errorf("second command runs %s, first ran %s", again.Path, first.Path)
+	}
+	if _, err := p.Command(context.Background(), "16", "postgres"); err == nil {
+		t.Error("another version was not looked up: the directory no longer has initdb")
+	}
+}
