@@ -95,7 +95,7 @@ func (m *Manager) snapshot() ([]view, map[int64]time.Time) {
 		if b.rec.ID == 0 || b.op != nil {
 			continue
 		}
-		if b.inst != nil || b.measuredAt.IsZero() || b.rec.LastUsedAt.After(b.measuredAt) {
+		if b.dueMeasure(now) {
 			todo = append(todo, measure{b, m.layoutOf(b.rec.ID).upper, b.ops})
 		}
 	}
@@ -128,6 +128,24 @@ func (m *Manager) snapshot() ([]view, map[int64]time.Time) {
 		})
 	}
 	return views, touched
+}
+
+// idleMeasureEvery is how often a running branch without sessions is measured: only
+// its server's own writes (a checkpoint flushing what its last session changed)
+// can grow it. A walk of every running branch's layer at each pass was most of the
+// reaper's cost with hundreds of them (pool members), and passes run at each end of
+// an ephemeral branch's session.
+const idleMeasureEvery = 10 * time.Second
+
+// dueMeasure reports whether b's owned bytes should be measured at now: never
+// measured, used since, in use, or running and not measured for idleMeasureEvery.
+// m.mu is held.
+func (b *branch) dueMeasure(now time.Time) bool {
+	switch {
+	case b.measuredAt.IsZero(), b.rec.LastUsedAt.After(b.measuredAt), b.sessions > 0:
+		return true
+	}
+	return b.inst != nil && now.Sub(b.measuredAt) >= idleMeasureEvery
 }
 
 // apply carries out one planned action, unless a session arrived in the meantime.

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/failpoint"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
 	"go.uber.org/zap"
 )
 
@@ -125,5 +126,30 @@ func TestStaleUsageDiscarded(t *testing.T) {
 	m.mu.Unlock()
 	if owned != 0 {
 		t.Fatalf("owned bytes after a reset raced a measurement: %d, want 0", owned)
+	}
+}
+
+// A branch is measured when never measured, used since, or in use; a running one
+// without sessions once every idleMeasureEvery; a stopped one not again.
+func TestDueMeasure(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now()
+	var running runtime.Instance = struct{ runtime.Instance }{}
+	for _, tc := range []struct {
+		name string
+		b    branch
+		at   time.Time
+		want bool
+	}{
+		{"never measured", branch{}, t0, true},
+		{"used since", branch{measuredAt: t0, rec: catalog.Branch{LastUsedAt: t0.Add(time.Second)}}, t0.Add(2 * time.Second), true},
+		{"in use", branch{measuredAt: t0, sessions: 1, inst: running}, t0.Add(time.Millisecond), true},
+		{"running idle, measured lately", branch{measuredAt: t0, inst: running}, t0.Add(idleMeasureEvery - time.Millisecond), false},
+		{"running idle, measured long ago", branch{measuredAt: t0, inst: running}, t0.Add(idleMeasureEvery), true},
+		{"stopped, measured after its last use", branch{measuredAt: t0}, t0.Add(time.Hour), false},
+	} {
+		if got := tc.b.dueMeasure(tc.at); got != tc.want {
+			t.Errorf("%s: due %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
