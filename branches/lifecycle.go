@@ -310,6 +310,11 @@ func (m *Manager) startServerWith(ctx context.Context, b *branch, ready serverRe
 		if err := layersPresent(rec.Layers); err != nil {
 			return err
 		}
+		if len(rec.Layers) == 1 && rec.Layers[0] == m.seedLayer(seedRec) {
+			if err := presetWAL(rec.Layers[0], l.upper, u.UID, u.GID); err != nil {
+				m.log.Warn("copy the seed's WAL segment to a new branch", zap.String("branch", rec.Name), zap.Error(err))
+			}
+		}
 		if err := overlay.Mount(overlay.Layout{Lower: rec.Layers, Upper: l.upper, Work: l.work, Merged: l.data}, u.UID, u.GID); err != nil {
 			return err
 		}

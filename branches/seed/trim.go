@@ -19,6 +19,9 @@ import (
 
 var walSegmentName = regexp.MustCompile(`^[0-9A-F]{24}$`)
 
+// IsWALSegment reports whether name is a WAL segment file's name.
+func IsWALSegment(name string) bool { return walSegmentName.MatchString(name) }
+
 // trimWAL keeps only the WAL segment holding the shutdown checkpoint's redo point and
 // turns everything after the WAL page that ends the checkpoint record into a hole.
 // After a clean shutdown that record is the last one: what follows is zeros (a new
