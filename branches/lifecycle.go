@@ -311,7 +311,7 @@ func (m *Manager) startServerWith(ctx context.Context, b *branch, ready serverRe
 			return err
 		}
 		if len(rec.Layers) == 1 && rec.Layers[0] == m.seedLayer(seedRec) {
-			if err := presetWAL(rec.Layers[0], l.upper, u.UID, u.GID); err != nil {
+			if err := presetWAL(rec.Layers[0], l.upper, filepath.Join(l.dir, "wal.tmp"), u.UID, u.GID); err != nil {
 				m.log.Warn("copy the seed's WAL segment to a new branch", zap.String("branch", rec.Name), zap.Error(err))
 			}
 		}

@@ -16,10 +16,15 @@ import (
 // goes to that segment, and without the copy OverlayFS would copy it up then, on
 // the client's time: in whole 1 MiB chunks, with an fsync, although the seed's
 // segment holds a few pages and holes (seed/trim.go). Here only the pages are
-// copied. lower is the seed's data directory, the branch's only lower layer. An
-// upper layer that already has pg_wal is left alone; a seed with other than one
-// segment is left to OverlayFS.
-func presetWAL(lower, upper string, uid, gid int) error {
+// copied. lower is the seed's data directory, the branch's only lower layer; tmp
+// is a directory on upper's filesystem that presetWAL may replace. An upper layer
+// that already has pg_wal is left alone; a seed with other than one segment is
+// left to OverlayFS.
+//
+// Like OverlayFS's own copy-up, the copy appears whole or not at all: it is made
+// in tmp and renamed into place once synced, because the first start that finds
+// pg_wal in the upper layer uses it as the branch's WAL for good.
+func presetWAL(lower, upper, tmp string, uid, gid int) error {
 	uwal := filepath.Join(upper, "pg_wal")
 	if _, err := os.Lstat(uwal); err == nil || !errors.Is(err, os.ErrNotExist) {
 		return err
@@ -38,31 +43,40 @@ func presetWAL(lower, upper string, uid, gid int) error {
 	if len(segs) != 1 {
 		return nil
 	}
-	dirMode, err := os.Stat(lwal)
+	st, err := os.Stat(lwal)
 	if err != nil {
 		return err
 	}
-	for _, d := range []struct {
-		path string
-		mode os.FileMode
-	}{{upper, 0o700}, {uwal, dirMode.Mode().Perm()}} {
-		if err := os.Mkdir(d.path, d.mode); err != nil && !errors.Is(err, os.ErrExist) {
-			return err
-		}
-		if err := os.Chown(d.path, uid, gid); err != nil {
-			return err
-		}
-	}
-	if err := copySparse(filepath.Join(lwal, segs[0]), filepath.Join(uwal, segs[0]), uid, gid); err != nil {
-		os.RemoveAll(uwal) // OverlayFS copies it up instead
+	if err := os.RemoveAll(tmp); err != nil { // what an interrupted preset left
 		return err
 	}
-	// The copy's name must last: were it lost in a crash, the server would find the
+	defer os.RemoveAll(tmp)
+	if err := os.Mkdir(tmp, st.Mode().Perm()); err != nil {
+		return err
+	}
+	if err := os.Chown(tmp, uid, gid); err != nil {
+		return err
+	}
+	if err := copySparse(filepath.Join(lwal, segs[0]), filepath.Join(tmp, segs[0]), uid, gid); err != nil {
+		return err
+	}
+	if err := syncDir(tmp); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(upper, 0o700); err != nil {
+		return err
+	}
+	if err := os.Chown(upper, uid, gid); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, uwal); err != nil {
+		return err
+	}
+	// The name must last: were it lost in a crash, the server would find the
 	// seed's segment without the records written to the copy.
-	for _, d := range []string{uwal, upper} {
-		if err := syncDir(d); err != nil {
-			return err
-		}
+	if err := syncDir(upper); err != nil {
+		os.RemoveAll(uwal)
+		return err
 	}
 	return nil
 }

@@ -45,8 +45,19 @@ func TestPresetWAL(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(lower, "pg_wal", "archive_status"), 0o700); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Chmod(filepath.Join(lower, "pg_wal"), 0o750); err != nil {
+		t.Fatal(err)
+	}
 	want := writeSparseSegment(t, filepath.Join(lower, "pg_wal", testSegment))
-	if err := presetWAL(lower, upper, os.Getuid(), os.Getgid()); err != nil {
+	// An earlier preset was interrupted: its half-made copy is not used.
+	tmp := filepath.Join(dir, "wal.tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, testSegment), []byte("torn"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := presetWAL(lower, upper, filepath.Join(dir, "wal.tmp"), os.Getuid(), os.Getgid()); err != nil {
 		t.Fatal(err)
 	}
 	copied := filepath.Join(upper, "pg_wal", testSegment)
@@ -64,15 +75,18 @@ func TestPresetWAL(t *testing.T) {
 	if allocated := st.Blocks * 512; allocated >= 1<<20 {
 		t.Errorf("the copy allocates %d bytes: its holes were filled", allocated)
 	}
-	if fi, _ := os.Stat(filepath.Join(upper, "pg_wal")); fi.Mode().Perm() != 0o700 {
-		t.Errorf("upper pg_wal mode %v, want the seed's 0700", fi.Mode().Perm())
+	if fi, _ := os.Stat(filepath.Join(upper, "pg_wal")); fi.Mode().Perm() != 0o750 {
+		t.Errorf("upper pg_wal mode %v, want the seed's 0750", fi.Mode().Perm())
+	}
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Errorf("the working directory is left: %v", err)
 	}
 
 	// Written by the server since: not copied again.
 	if err := os.WriteFile(copied, []byte("written"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := presetWAL(lower, upper, os.Getuid(), os.Getgid()); err != nil {
+	if err := presetWAL(lower, upper, filepath.Join(dir, "wal.tmp"), os.Getuid(), os.Getgid()); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(copied); string(got) != "written" {
@@ -91,7 +105,7 @@ func TestPresetWALNeedsOneSegment(t *testing.T) {
 	for _, seg := range []string{testSegment, "000000010000000000000005"} {
 		writeSparseSegment(t, filepath.Join(lower, "pg_wal", seg))
 	}
-	if err := presetWAL(lower, upper, os.Getuid(), os.Getgid()); err != nil {
+	if err := presetWAL(lower, upper, filepath.Join(dir, "wal.tmp"), os.Getuid(), os.Getgid()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(upper, "pg_wal")); !os.IsNotExist(err) {
