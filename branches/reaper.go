@@ -34,7 +34,7 @@ func (m *Manager) reaper(ctx context.Context) {
 			m.collectSeeds(ctx)
 		}
 		m.maybeDropOrphans(ctx)
-		m.reapPass(ctx)
+		m.reapPass(ctx, false)
 		m.pruneLogs(ctx) // not in reapPass, which a client's create may run inline
 	}
 }
@@ -47,12 +47,13 @@ func (m *Manager) kickReaper() {
 	}
 }
 
-// reapPass runs one pass; it is also called inline to make room on the disk budget.
-func (m *Manager) reapPass(ctx context.Context) {
+// reapPass runs one pass; it is also called inline to make room on the disk budget,
+// with every branch measured (all), since it may evict one or refuse a client.
+func (m *Manager) reapPass(ctx context.Context, all bool) {
 	m.reapMu.Lock()
 	defer m.reapMu.Unlock()
 	start := time.Now()
-	views, touched := m.snapshot()
+	views, touched := m.snapshot(all)
 	acts, over := plan(m.cfg.Policy, m.now(), views)
 	var total int64
 	for _, v := range views {
@@ -81,8 +82,9 @@ func (m *Manager) reapPass(ctx context.Context) {
 }
 
 // snapshot builds the planner's view, measuring owned bytes of branches that may have
-// changed since they were last measured, and collects last-use times to persist.
-func (m *Manager) snapshot() ([]view, map[int64]time.Time) {
+// changed since they were last measured (all: of every branch), and collects
+// last-use times to persist.
+func (m *Manager) snapshot(all bool) ([]view, map[int64]time.Time) {
 	type measure struct {
 		b     *branch
 		upper string
@@ -95,7 +97,7 @@ func (m *Manager) snapshot() ([]view, map[int64]time.Time) {
 		if b.rec.ID == 0 || b.op != nil {
 			continue
 		}
-		if b.dueMeasure(now) {
+		if all || b.dueMeasure(now) {
 			todo = append(todo, measure{b, m.layoutOf(b.rec.ID).upper, b.ops})
 		}
 	}
@@ -134,18 +136,21 @@ func (m *Manager) snapshot() ([]view, map[int64]time.Time) {
 // its server's own writes (a checkpoint flushing what its last session changed)
 // can grow it. A walk of every running branch's layer at each pass was most of the
 // reaper's cost with hundreds of them (pool members), and passes run at each end of
-// an ephemeral branch's session.
+// an ephemeral branch's session. A second of slack keeps a 10 s reaper interval
+// from skipping every other pass.
 const idleMeasureEvery = 10 * time.Second
 
 // dueMeasure reports whether b's owned bytes should be measured at now: never
-// measured, used since, in use, or running and not measured for idleMeasureEvery.
-// m.mu is held.
+// measured, used since, in use, or running and not measured for about
+// idleMeasureEvery (or measured "later" than now: the clock was set back). m.mu is
+// held.
 func (b *branch) dueMeasure(now time.Time) bool {
 	switch {
 	case b.measuredAt.IsZero(), b.rec.LastUsedAt.After(b.measuredAt), b.sessions > 0:
 		return true
 	}
-	return b.inst != nil && now.Sub(b.measuredAt) >= idleMeasureEvery
+	since := now.Sub(b.measuredAt)
+	return b.inst != nil && (since < 0 || since >= idleMeasureEvery-time.Second)
 }
 
 // apply carries out one planned action, unless a session arrived in the meantime.

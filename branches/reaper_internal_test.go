@@ -91,8 +91,8 @@ func TestReaperRetriesLastUse(t *testing.T) {
 	m.mu.Unlock()
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
-	m.reapPass(cancelled)
-	m.reapPass(context.Background())
+	m.reapPass(cancelled, false)
+	m.reapPass(context.Background(), false)
 	if got := lastUseInCatalog(t, m, b.rec.ID); !got.Equal(used) {
 		t.Fatalf("last use in the catalog %s, want %s", got, used)
 	}
@@ -112,7 +112,7 @@ func TestStaleUsageDiscarded(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { m.reapPass(context.Background()); close(done) }()
+	go func() { m.reapPass(context.Background(), false); close(done) }()
 	time.Sleep(100 * time.Millisecond) // the measurement waits in its failpoint
 	err := m.do(context.Background(), key{"s", "b"}, "reset", nil, func(ctx context.Context, b *branch) error {
 		return m.save(ctx, b, "reset", func(r *catalog.Branch) { r.OwnedBytes = 0 })
@@ -144,8 +144,9 @@ func TestDueMeasure(t *testing.T) {
 		{"never measured", branch{}, t0, true},
 		{"used since", branch{measuredAt: t0, rec: catalog.Branch{LastUsedAt: t0.Add(time.Second)}}, t0.Add(2 * time.Second), true},
 		{"in use", branch{measuredAt: t0, sessions: 1, inst: running}, t0.Add(time.Millisecond), true},
-		{"running idle, measured lately", branch{measuredAt: t0, inst: running}, t0.Add(idleMeasureEvery - time.Millisecond), false},
-		{"running idle, measured long ago", branch{measuredAt: t0, inst: running}, t0.Add(idleMeasureEvery), true},
+		{"running idle, measured lately", branch{measuredAt: t0, inst: running}, t0.Add(idleMeasureEvery / 2), false},
+		{"running idle, measured a reaper interval ago", branch{measuredAt: t0, inst: running}, t0.Add(idleMeasureEvery - time.Millisecond), true},
+		{"running idle, the clock set back", branch{measuredAt: t0, inst: running}, t0.Add(-time.Minute), true},
 		{"stopped, measured after its last use", branch{measuredAt: t0}, t0.Add(time.Hour), false},
 	} {
 		if got := tc.b.dueMeasure(tc.at); got != tc.want {
