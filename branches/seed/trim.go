@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,11 +23,12 @@ var walSegmentName = regexp.MustCompile(`^[0-9A-F]{24}$`)
 // IsWALSegment reports whether name is a WAL segment file's name.
 func IsWALSegment(name string) bool { return walSegmentName.MatchString(name) }
 
-// trimWAL keeps only the WAL segment holding the shutdown checkpoint's redo point and
-// turns everything after the WAL page that ends the checkpoint record into a hole.
-// After a clean shutdown that record is the last one: what follows is zeros (a new
-// segment) or stale bytes of a recycled segment (a copied data directory), and
-// recovery stops at either, so a hole there changes nothing Postgres reads as WAL.
+// trimWAL keeps only the WAL segment holding the shutdown checkpoint's redo point
+// (and the next one, when the checkpoint record runs on into it) and turns everything
+// after the WAL page that ends the checkpoint record into a hole. After a clean
+// shutdown that record is the last one: what follows is zeros (a new segment) or
+// stale bytes of a recycled segment (a copied data directory), and recovery stops at
+// either, so a hole there changes nothing Postgres reads as WAL.
 func (b *Builder) trimWAL(ctx context.Context, dir, version, image string) error {
 	var out bytes.Buffer
 	if err := b.rt.Run(ctx, runtime.Job{Version: version, Image: image, Prog: "pg_controldata", Args: []string{"-D", dir},
@@ -37,17 +39,24 @@ func (b *Builder) trimWAL(ctx context.Context, dir, version, image string) error
 	if st := fields["Database cluster state"]; st != "shut down" {
 		return fmt.Errorf("%w (state %q)", errNotShutDown, st)
 	}
-	keep := fields["Latest checkpoint's REDO WAL file"]
-	if !walSegmentName.MatchString(keep) {
-		return fmt.Errorf("pg_controldata gave no REDO WAL file (%q)", keep)
+	redo := fields["Latest checkpoint's REDO WAL file"]
+	if !walSegmentName.MatchString(redo) {
+		return fmt.Errorf("pg_controldata gave no REDO WAL file (%q)", redo)
 	}
 	walDir := filepath.Join(dir, "pg_wal")
+	// The record's end is read before anything is removed: it says which
+	// segments to keep. Without it, only what already reads as zeros is punched.
+	last, end, endErr := checkpointEnd(fields, filepath.Join(walDir, redo))
+	keep := []string{redo}
+	if endErr == nil && last != redo {
+		keep = append(keep, last)
+	}
 	entries, err := os.ReadDir(walDir)
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
-		if walSegmentName.MatchString(e.Name()) && e.Name() != keep {
+		if walSegmentName.MatchString(e.Name()) && !slices.Contains(keep, e.Name()) {
 			if err := os.Remove(filepath.Join(walDir, e.Name())); err != nil {
 				return err
 			}
@@ -57,43 +66,65 @@ func (b *Builder) trimWAL(ctx context.Context, dir, version, image string) error
 	for _, e := range status {
 		os.Remove(filepath.Join(walDir, "archive_status", e.Name()))
 	}
-	seg := filepath.Join(walDir, keep)
-	end, err := checkpointEnd(fields, seg)
-	if err != nil {
-		// Without the record's end, punch only what already reads as zeros.
-		return punchZeroTail(seg)
+	if endErr != nil {
+		return punchZeroTail(filepath.Join(walDir, redo))
 	}
-	return punchFrom(seg, end)
+	return punchFrom(filepath.Join(walDir, last), end)
 }
 
-// checkpointEnd returns the offset, in its segment file, of the end of the WAL page
-// that ends the latest checkpoint record.
-func checkpointEnd(fields map[string]string, seg string) (int64, error) {
+// checkpointEnd returns the segment holding the end of the latest checkpoint
+// record (the next one's name when the record runs on past the end of seg's) and
+// the offset, in that segment's file, of the end of the WAL page where it ends.
+func checkpointEnd(fields map[string]string, seg string) (last string, end int64, err error) {
 	var hi, lo uint64
 	if _, err := fmt.Sscanf(fields["Latest checkpoint location"], "%X/%X", &hi, &lo); err != nil {
-		return 0, fmt.Errorf("checkpoint location %q: %w", fields["Latest checkpoint location"], err)
+		return "", 0, fmt.Errorf("checkpoint location %q: %w", fields["Latest checkpoint location"], err)
 	}
 	segSize, err1 := strconv.ParseInt(fields["Bytes per WAL segment"], 10, 64)
 	pageSize, err2 := strconv.ParseInt(fields["WAL block size"], 10, 64)
 	if err1 != nil || err2 != nil || segSize <= 0 || pageSize <= 0 {
-		return 0, fmt.Errorf("WAL segment or block size missing")
+		return "", 0, fmt.Errorf("WAL segment or block size missing")
 	}
 	off := int64((hi<<32 | lo) % uint64(segSize))
 	f, err := os.Open(seg)
 	if err != nil {
-		return 0, err
+		return "", 0, err
 	}
 	defer f.Close()
 	var hdr [4]byte // XLogRecord.xl_tot_len, little-endian on the platforms Postgres runs here
 	if _, err := f.ReadAt(hdr[:], off); err != nil {
-		return 0, err
+		return "", 0, err
 	}
 	total := int64(binary.LittleEndian.Uint32(hdr[:]))
-	if total < 24 || off+total > segSize {
-		return 0, fmt.Errorf("implausible checkpoint record length %d at %d", total, off)
+	if total < 24 || total > pageSize {
+		return "", 0, fmt.Errorf("implausible checkpoint record length %d at %d", total, off)
 	}
-	end := off + total
-	return (end + pageSize - 1) / pageSize * pageSize, nil
+	last, end = filepath.Base(seg), off+total
+	if end > segSize {
+		// The rest follows the next segment's first page header, a long one.
+		if last, err = nextSegment(last, segSize); err != nil {
+			return "", 0, err
+		}
+		end = longPageHeader + end - segSize
+	}
+	return last, (end + pageSize - 1) / pageSize * pageSize, nil
+}
+
+// longPageHeader is the size of the header of a segment's first WAL page
+// (XLogLongPageHeaderData).
+const longPageHeader = 40
+
+// nextSegment returns the name of the WAL segment after name, for segments of
+// segSize bytes: timeline, then the high and low halves of the segment number.
+func nextSegment(name string, segSize int64) (string, error) {
+	var tli, log, seg uint64
+	if _, err := fmt.Sscanf(name, "%08X%08X%08X", &tli, &log, &seg); err != nil {
+		return "", fmt.Errorf("WAL segment name %q: %w", name, err)
+	}
+	if seg++; seg == (1<<32)/uint64(segSize) {
+		log, seg = log+1, 0
+	}
+	return fmt.Sprintf("%08X%08X%08X", tli, log, seg), nil
 }
 
 // punchFrom turns everything from offset keep to the end of the file into a hole.

@@ -3,6 +3,8 @@ package seed
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -250,5 +252,63 @@ func TestCleanRuntimeFiles(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); err != nil {
 		t.Errorf("PG_VERSION removed: %v", err)
+	}
+}
+
+func TestNextSegment(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		segSize int64
+		want    string
+	}{
+		{"000000010000000000000004", 16 << 20, "000000010000000000000005"},
+		{"0000000100000000000000FF", 16 << 20, "000000010000000100000000"},
+		{"000000020000000300000FFF", 1 << 20, "000000020000000400000000"},
+		{"000000010000000000000FFF", 16 << 20, "000000010000000000001000"},
+	} {
+		got, err := nextSegment(tc.name, tc.segSize)
+		if err != nil || got != tc.want {
+			t.Errorf("nextSegment(%s, %d) = %s, %v; want %s", tc.name, tc.segSize, got, err, tc.want)
+		}
+	}
+	if _, err := nextSegment("pg_wal", 16<<20); err == nil {
+		t.Error("a name that is not a segment's was accepted")
+	}
+}
+
+// A checkpoint record is found where pg_controldata says, and one that runs past
+// the end of its segment ends in the next one, after that one's long page header.
+func TestCheckpointEnd(t *testing.T) {
+	t.Parallel()
+	const segSize = 1 << 20
+	for _, tc := range []struct {
+		name     string
+		off      int64
+		wantLast string
+		wantEnd  int64
+	}{
+		{"inside the segment", 3*page + 40, "000000010000000000000004", 4 * page},
+		{"ends on a page boundary", 4*page - 114, "000000010000000000000004", 4 * page},
+		{"runs into the next segment", segSize - 50, "000000010000000000000005", page},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			seg := filepath.Join(t.TempDir(), "000000010000000000000004")
+			content := make([]byte, segSize)
+			binary.LittleEndian.PutUint32(content[tc.off:], 114)
+			if err := os.WriteFile(seg, content, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			fields := map[string]string{
+				"Latest checkpoint location": fmt.Sprintf("0/%X", 4*segSize+tc.off),
+				"Bytes per WAL segment":      fmt.Sprint(segSize),
+				"WAL block size":             fmt.Sprint(page),
+			}
+			last, end, err := checkpointEnd(fields, seg)
+			if err != nil || last != tc.wantLast || end != tc.wantEnd {
+				t.Errorf("checkpointEnd = %s, %d, %v; want %s, %d", last, end, err, tc.wantLast, tc.wantEnd)
+			}
+		})
 	}
 }
