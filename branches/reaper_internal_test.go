@@ -154,3 +154,27 @@ func TestDueMeasure(t *testing.T) {
 		}
 	}
 }
+
+// An in-use branch's roles are read once a reaper interval, an idle one's once
+// after its use.
+func TestDueRoles(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now()
+	const every = time.Second
+	for _, tc := range []struct {
+		name string
+		b    branch
+		at   time.Time
+		want bool
+	}{
+		{"in use, read lately", branch{rolesAt: t0, sessions: 1}, t0.Add(every / 2), false},
+		{"in use, read an interval ago", branch{rolesAt: t0, sessions: 1}, t0.Add(every - every/20), true},
+		{"in use, the clock set back", branch{rolesAt: t0, sessions: 1}, t0.Add(-time.Minute), true},
+		{"idle, used since", branch{rolesAt: t0, rec: catalog.Branch{LastUsedAt: t0.Add(time.Millisecond)}}, t0.Add(time.Millisecond), true},
+		{"idle, read after its use", branch{rolesAt: t0, rec: catalog.Branch{LastUsedAt: t0}}, t0.Add(time.Hour), false},
+	} {
+		if got := tc.b.dueRoles(tc.at, every); got != tc.want {
+			t.Errorf("%s: due %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
