@@ -162,6 +162,7 @@ type sourceState struct {
 	keys map[string]int // startup keys its clients used, with counts
 
 	lastClaim time.Time // when a connection last claimed one of its pool members
+	pace      poolPace  // how fast its pool is claimed in a burst and refilled
 }
 
 // New opens the catalog in cfg.StateDir, reconciles what a previous run left behind

@@ -73,7 +73,9 @@ func (m *Manager) claimLocked(k key, route router.Route, tried bool) *op {
 		return nil
 	}
 	prev := member.rec
-	s.lastClaim = m.now()
+	now := m.now()
+	s.pace.claimed(now.Sub(s.lastClaim))
+	s.lastClaim = now
 	delete(m.branches, mk)
 	m.running.Remove(mk)
 	id := member.rec.ID
@@ -178,13 +180,13 @@ func (m *Manager) refillSoon() {
 }
 
 // refillNow reports whether a pool that has have of its want members (fewer) should
-// start creating more now, sinceClaim after its last claim. While claims keep coming (a
-// test suite's burst, a fan-out), server starts would take the cores from the
-// claimed branches' first queries, so a pool at least half full waits until
-// claims pause for claimRefillDelay; below half it refills at once, before the
-// burst runs it dry.
-func refillNow(have, want int, sinceClaim time.Duration) bool {
-	return sinceClaim >= claimRefillDelay || 2*have < want
+// start creating more now, sinceClaim after its last claim. While claims keep coming
+// (a test suite's burst, a fan-out), server starts would take the cores from the
+// claimed branches' first queries, so the pool waits until claims pause for
+// claimRefillDelay, unless it is down to its reserve: the members the burst will
+// claim while new ones are made (poolPace.reserve).
+func refillNow(have, reserve int, sinceClaim time.Duration) bool {
+	return sinceClaim >= claimRefillDelay || have <= reserve
 }
 
 // refillPools brings every source's pool to its size: stale members (an older
@@ -219,7 +221,7 @@ func (m *Manager) refillPools() {
 			}
 			have++
 		}
-		if have < want && !refillNow(have, want, m.now().Sub(s.lastClaim)) {
+		if have < want && !refillNow(have, s.pace.reserve(want), m.now().Sub(s.lastClaim)) {
 			m.refillSoon() // claims are coming in: their clients' queries go first
 			continue
 		}
@@ -274,7 +276,11 @@ func (m *Manager) newMemberLocked(source string, s *sourceState) error {
 			return err
 		}
 		m.prewarm(ctx, b)
-		m.cfg.Metrics.took("pool_refill", time.Since(start))
+		took := time.Since(start)
+		m.cfg.Metrics.took("pool_refill", took)
+		m.mu.Lock()
+		s.pace.filled(took)
+		m.mu.Unlock()
 		return nil
 	})
 	go func() {

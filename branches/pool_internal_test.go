@@ -43,20 +43,44 @@ func TestTopKeys(t *testing.T) {
 
 func TestRefillNow(t *testing.T) {
 	for _, c := range []struct {
-		have, want int
-		since      time.Duration
-		now        bool
+		have, reserve int
+		since         time.Duration
+		now           bool
 	}{
-		{4, 5, time.Millisecond, false},     // a claim just now, pool mostly full: wait
-		{4, 5, claimRefillDelay, true},      // claims paused
-		{2, 5, time.Millisecond, true},      // below half: refill before the burst empties it
-		{100, 200, time.Millisecond, false}, // exactly half: still waits
-		{99, 200, time.Millisecond, true},   // below half
-		{0, 1, time.Millisecond, true},      // an empty pool never waits
-		{3, 5, time.Hour, true},             // no recent claim
+		{4, 2, time.Millisecond, false}, // a claim just now, pool above its reserve: wait
+		{4, 2, claimRefillDelay, true},  // claims paused
+		{2, 2, time.Millisecond, true},  // down to the reserve: refill before the burst empties it
+		{100, 40, time.Millisecond, false},
+		{0, 0, time.Millisecond, true}, // an empty pool never waits
+		{3, 1, time.Hour, true},        // no recent claim
 	} {
-		if got := refillNow(c.have, c.want, c.since); got != c.now {
-			t.Errorf("refillNow(%d, %d, %s) = %v, want %v", c.have, c.want, c.since, got, c.now)
+		if got := refillNow(c.have, c.reserve, c.since); got != c.now {
+			t.Errorf("refillNow(%d, %d, %s) = %v, want %v", c.have, c.reserve, c.since, got, c.now)
 		}
+	}
+}
+
+// Until a burst's pace and a member's creation time are known, a pool refills
+// below half; then it keeps what the burst claims while a member is made.
+func TestPoolReserve(t *testing.T) {
+	var p poolPace
+	if got := p.reserve(200); got != 99 {
+		t.Errorf("reserve(200) with no pace = %d, want 99 (below half)", got)
+	}
+	if got := p.reserve(5); got != 2 {
+		t.Errorf("reserve(5) with no pace = %d, want 2", got)
+	}
+	p.claimed(time.Hour) // not within a burst
+	p.claimed(10 * time.Millisecond)
+	p.filled(100 * time.Millisecond)
+	if got := p.reserve(200); got != 11 {
+		t.Errorf("reserve(200) at a claim every 10 ms and 100 ms per member = %d, want 11", got)
+	}
+	if got := p.reserve(5); got != 5 {
+		t.Errorf("reserve(5) = %d, want the whole pool", got)
+	}
+	p.claimed(30 * time.Millisecond) // the average moves a quarter of the way: 15 ms
+	if p.claimGap != 15*time.Millisecond {
+		t.Errorf("claim gap %s after 10 and 30 ms, want 15ms", p.claimGap)
 	}
 }
