@@ -61,7 +61,8 @@ func TestRefillNow(t *testing.T) {
 }
 
 // Until a burst's pace and a member's creation time are known, a pool refills
-// below half; then it keeps what the burst claims while a member is made.
+// below half; then it keeps what the burst claims while a member is made, if that
+// is less.
 func TestPoolReserve(t *testing.T) {
 	var p poolPace
 	if got := p.reserve(200); got != 99 {
@@ -76,8 +77,8 @@ func TestPoolReserve(t *testing.T) {
 	if got := p.reserve(200); got != 11 {
 		t.Errorf("reserve(200) at a claim every 10 ms and 100 ms per member = %d, want 11", got)
 	}
-	if got := p.reserve(5); got != 5 {
-		t.Errorf("reserve(5) = %d, want the whole pool", got)
+	if got := p.reserve(5); got != 2 {
+		t.Errorf("reserve(5) = %d, want 2: never more than half", got)
 	}
 	p.claimed(30 * time.Millisecond) // the average moves a quarter of the way: 15 ms
 	if p.claimGap != 15*time.Millisecond {
