@@ -273,7 +273,7 @@ func (m *Manager) overBudgetLocked() bool {
 // makeBudgetRoom runs a reaper pass, which evicts idle branches to fit the disk
 // budget, and refuses a new branch if that was not enough. m.mu is not held.
 func (m *Manager) makeBudgetRoom(ctx context.Context) error {
-	m.reapPass(ctx, true)
+	m.reapPass(ctx, passBudget)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.overBudgetLocked() {

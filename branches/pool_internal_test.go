@@ -74,8 +74,8 @@ func TestPoolReserve(t *testing.T) {
 	p.claimed(time.Hour) // not within a burst
 	p.claimed(10 * time.Millisecond)
 	p.filled(100 * time.Millisecond)
-	if got := p.reserve(200); got != 11 {
-		t.Errorf("reserve(200) at a claim every 10 ms and 100 ms per member = %d, want 11", got)
+	if got := p.reserve(200); got != 31 {
+		t.Errorf("reserve(200) at a claim every 10 ms and 100 ms per member = %d, want 31 (300 ms of claims, with a refill look's delay)", got)
 	}
 	if got := p.reserve(5); got != 2 {
 		t.Errorf("reserve(5) = %d, want 2: never more than half", got)

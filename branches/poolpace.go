@@ -24,16 +24,17 @@ func (p *poolPace) filled(took time.Duration) { p.fillTook = average(p.fillTook,
 
 // reserve is how many of want members a pool keeps before it refills during a
 // burst: what the burst claims while one member is made, plus one, so that the
-// first new member is ready about when the pool would run dry (fillTook is
-// measured under the same load); never more than half the pool, what it kept
-// before its pace was known. A burst that a pool cannot outlast that way (20
-// claims at once) gains nothing from server starts beside its first queries.
+// first new member is ready about when the pool would run dry. The refill looks at
+// the pool once a claimRefillDelay during a burst, so the claims of one such delay
+// count too. Never more than half the pool, what it kept before its pace was
+// known: a burst that a pool cannot outlast (20 claims at once) gains nothing from
+// server starts beside its first queries.
 func (p *poolPace) reserve(want int) int {
 	half := (want - 1) / 2
 	if p.claimGap <= 0 || p.fillTook <= 0 {
 		return half
 	}
-	return min(half, int(p.fillTook/p.claimGap)+1)
+	return min(half, int((p.fillTook+claimRefillDelay)/p.claimGap)+1)
 }
 
 // average moves avg a quarter of the way to v (to v itself when avg is unset).

@@ -18,11 +18,13 @@ func (m *Manager) reaper(ctx context.Context) {
 	t := time.NewTicker(m.cfg.ReapInterval)
 	defer t.Stop()
 	for {
+		kind := passTimed
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-m.kick:
+			kind = passKicked
 		}
 		if m.cfg.Join {
 			if err := m.syncSources(ctx); err != nil {
@@ -34,7 +36,7 @@ func (m *Manager) reaper(ctx context.Context) {
 			m.collectSeeds(ctx)
 		}
 		m.maybeDropOrphans(ctx)
-		m.reapPass(ctx, false)
+		m.reapPass(ctx, kind)
 		m.pruneLogs(ctx) // not in reapPass, which a client's create may run inline
 	}
 }
@@ -47,13 +49,22 @@ func (m *Manager) kickReaper() {
 	}
 }
 
-// reapPass runs one pass; it is also called inline to make room on the disk budget,
-// with every branch measured (all), since it may evict one or refuse a client.
-func (m *Manager) reapPass(ctx context.Context, all bool) {
+// passKind says what started a reaper pass.
+type passKind int
+
+const (
+	passTimed  passKind = iota // the reaper's ticker
+	passKicked                 // a session of an ephemeral or over-quota branch ended
+	passBudget                 // a creation over the disk budget, inline: it may evict or refuse
+)
+
+// reapPass runs one pass; it is also called inline to make room on the disk budget
+// (passBudget), with every branch measured.
+func (m *Manager) reapPass(ctx context.Context, kind passKind) {
 	m.reapMu.Lock()
 	defer m.reapMu.Unlock()
 	start := time.Now()
-	views, touched := m.snapshot(all)
+	views, touched := m.snapshot(kind == passBudget)
 	acts, over := plan(m.cfg.Policy, m.now(), views)
 	var total int64
 	for _, v := range views {
@@ -72,7 +83,7 @@ func (m *Manager) reapPass(ctx context.Context, all bool) {
 		}
 		m.apply(ctx, a)
 	}
-	m.refreshRunningRoles(ctx)
+	m.refreshRunningRoles(ctx, kind == passTimed)
 	m.expireIdle()
 	m.refillPools()
 	m.updateGauges()

@@ -91,8 +91,8 @@ func TestReaperRetriesLastUse(t *testing.T) {
 	m.mu.Unlock()
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
-	m.reapPass(cancelled, false)
-	m.reapPass(context.Background(), false)
+	m.reapPass(cancelled, passTimed)
+	m.reapPass(context.Background(), passTimed)
 	if got := lastUseInCatalog(t, m, b.rec.ID); !got.Equal(used) {
 		t.Fatalf("last use in the catalog %s, want %s", got, used)
 	}
@@ -112,7 +112,7 @@ func TestStaleUsageDiscarded(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { m.reapPass(context.Background(), false); close(done) }()
+	go func() { m.reapPass(context.Background(), passTimed); close(done) }()
 	time.Sleep(100 * time.Millisecond) // the measurement waits in its failpoint
 	err := m.do(context.Background(), key{"s", "b"}, "reset", nil, func(ctx context.Context, b *branch) error {
 		return m.save(ctx, b, "reset", func(r *catalog.Branch) { r.OwnedBytes = 0 })
@@ -155,25 +155,23 @@ func TestDueMeasure(t *testing.T) {
 	}
 }
 
-// An in-use branch's roles are read once a reaper interval, an idle one's once
-// after its use.
+// An in-use branch's roles are read at each timed pass, an idle one's once after
+// its use, whatever started the pass.
 func TestDueRoles(t *testing.T) {
 	t.Parallel()
 	t0 := time.Now()
-	const every = time.Second
 	for _, tc := range []struct {
-		name string
-		b    branch
-		at   time.Time
-		want bool
+		name  string
+		b     branch
+		timed bool
+		want  bool
 	}{
-		{"in use, read lately", branch{rolesAt: t0, sessions: 1}, t0.Add(every / 2), false},
-		{"in use, read an interval ago", branch{rolesAt: t0, sessions: 1}, t0.Add(every - every/20), true},
-		{"in use, the clock set back", branch{rolesAt: t0, sessions: 1}, t0.Add(-time.Minute), true},
-		{"idle, used since", branch{rolesAt: t0, rec: catalog.Branch{LastUsedAt: t0.Add(time.Millisecond)}}, t0.Add(time.Millisecond), true},
-		{"idle, read after its use", branch{rolesAt: t0, rec: catalog.Branch{LastUsedAt: t0}}, t0.Add(time.Hour), false},
+		{"in use, timed pass", branch{rolesAt: t0, sessions: 1}, true, true},
+		{"in use, kicked pass", branch{rolesAt: t0, sessions: 1}, false, false},
+		{"idle, used since", branch{rolesAt: t0, rec: catalog.Branch{LastUsedAt: t0.Add(time.Millisecond)}}, false, true},
+		{"idle, read after its use", branch{rolesAt: t0, rec: catalog.Branch{LastUsedAt: t0}}, true, false},
 	} {
-		if got := tc.b.dueRoles(tc.at, every); got != tc.want {
+		if got := tc.b.dueRoles(tc.timed); got != tc.want {
 			t.Errorf("%s: due %v, want %v", tc.name, got, tc.want)
 		}
 	}

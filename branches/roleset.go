@@ -112,29 +112,28 @@ func superuserConn(ctx context.Context, sd catalog.Seed, dial func(context.Conte
 	return pgx.ConnectConfig(ctx, cfg)
 }
 
-// dueRoles reports whether the roles of b, running, should be read again at now:
-// with sessions open, once a reaper interval (every, less a tenth of it for the
-// ticker's jitter), so that a password changed in one session applies to the next
-// login within it; without, once after they were used. Passes kicked in between
-// (each ephemeral session's end kicks one) read none: each read costs the branch's
-// server a backend start. m.mu is held.
-func (b *branch) dueRoles(now time.Time, every time.Duration) bool {
+// dueRoles reports whether the roles of b, running, should be read again: with
+// sessions open at each timed pass (timed), so that a password changed in one
+// session applies to the next login from the next timed pass on; without, once
+// after they were used. Passes kicked in between (each ephemeral session's end
+// kicks one) read no in-use branch's: each read costs its server a backend start.
+// m.mu is held.
+func (b *branch) dueRoles(timed bool) bool {
 	if b.sessions > 0 {
-		since := now.Sub(b.rolesAt)
-		return since < 0 || since >= every-every/10
+		return timed
 	}
 	return b.rec.LastUsedAt.After(b.rolesAt)
 }
 
 // refreshRunningRoles re-reads the roles of running branches used since their roles
-// were last read, so that a password changed inside a branch applies to its next
-// logins at the proxy.
-func (m *Manager) refreshRunningRoles(ctx context.Context) {
+// were last read (in use: at timed passes, see dueRoles), so that a password changed
+// inside a branch applies to its next logins at the proxy.
+func (m *Manager) refreshRunningRoles(ctx context.Context, timed bool) {
 	var todo []*branch
 	m.mu.Lock()
 	now := m.now()
 	for _, b := range m.branches {
-		if b.inst != nil && b.op == nil && b.dueRoles(now, m.cfg.ReapInterval) {
+		if b.inst != nil && b.op == nil && b.dueRoles(timed) {
 			todo = append(todo, b)
 			b.rolesAt = now
 		}
