@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,9 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
+
+// ownedSize is a size as the page shows a branch's owned bytes.
+var ownedSize = regexp.MustCompile(`[0-9.]+ (KiB|MiB|GiB)`)
 
 // browser starts headless Chromium for the test.
 func browser(t *testing.T) context.Context {
@@ -85,7 +89,7 @@ func TestPage(t *testing.T) {
 	}
 	row := `#branches tr[data-branch="viewme"]`
 	step("log in", chromedp.SendKeys(cd("#token"), token), chromedp.Click(cd("#login")), chromedp.WaitVisible(cd(row)))
-	if got := text(row); !strings.Contains(got, "running") || !strings.Contains(got, "MiB") {
+	if got := text(row); !strings.Contains(got, "running") || !ownedSize.MatchString(got) {
 		t.Fatalf("branch row: %q", got)
 	}
 	dsn, err := chromedp.Run(ctx, chromedp.Value(cd(row+" .dsn input")))
