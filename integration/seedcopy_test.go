@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TestSeedCopies: a node copies the seed another node built, over the cluster's
@@ -117,11 +119,28 @@ func seedCopy(s *server, source string) string {
 	return filepath.Dir(m[0])
 }
 
-// waitSeedCopy waits until node s holds a copy of source's seed (fronts place
-// new branches only on nodes that hold it).
+// waitSeedCopy waits until node s holds a copy of source's seed and the catalog
+// says so: fronts place new branches only on nodes that the catalog lists as
+// holders, and a node records its copy just after writing its manifest.
 func waitSeedCopy(t *testing.T, s *server, source string) {
 	t.Helper()
 	eventually(t, 30*time.Second, "the node copies the seed", func() bool { return seedCopy(s, source) != "" })
+	i := slices.Index(s.args, "--catalog")
+	if i < 0 || i+1 >= len(s.args) {
+		t.Fatalf("node %s has no --catalog", s.state)
+	}
+	c, err := pgx.Connect(context.Background(), s.args[i+1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	node := mustStateID(t, s.state)
+	eventually(t, 30*time.Second, "the catalog lists the node's copy", func() bool {
+		var n int
+		err := c.QueryRow(context.Background(), `SELECT count(*) FROM node_seeds ns JOIN seeds sd ON sd.id = ns.seed_id
+			WHERE ns.node_id = $1 AND sd.source = $2`, node, source).Scan(&n)
+		return err == nil && n > 0
+	})
 }
 
 // allocated is the bytes dir's files take on disk.
