@@ -27,9 +27,9 @@ func (p *poolPace) filled(took time.Duration) { p.fillTook = average(p.fillTook,
 // first new member is ready about when the pool would run dry. The refill looks at
 // the pool once a claimRefillDelay during a burst, so the claims of one such delay
 // count too. (Looking after every claim instead started servers in the middle of
-// 20 claims at once, and their p95 went from 17 to 37 ms.) Never more than half the pool, what it kept before its pace was
-// known: a burst that a pool cannot outlast (20 claims at once) gains nothing from
-// server starts beside its first queries.
+// 20 claims at once, and their p95 went from 17 to 37 ms.) Never more than half the
+// pool, what it kept before its pace was known: a burst that a pool cannot outlast
+// (20 claims at once) gains nothing from server starts beside its first queries.
 func (p *poolPace) reserve(want int) int {
 	half := (want - 1) / 2
 	if p.claimGap <= 0 || p.fillTook <= 0 {
