@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/seed"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/seedcopy"
 	"golang.org/x/sys/unix"
 )
 
@@ -60,7 +61,7 @@ func presetWAL(lower, upper, tmp string, uid, gid int) error {
 	if err := copySparse(filepath.Join(lwal, segs[0]), filepath.Join(tmp, segs[0]), uid, gid); err != nil {
 		return err
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := seedcopy.SyncDir(tmp); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(upper, 0o700); err != nil {
@@ -74,7 +75,7 @@ func presetWAL(lower, upper, tmp string, uid, gid int) error {
 	}
 	// The name must last: were it lost in a crash, the server would find the
 	// seed's segment without the records written to the copy.
-	if err := syncDir(upper); err != nil {
+	if err := seedcopy.SyncDir(upper); err != nil {
 		os.RemoveAll(uwal)
 		return err
 	}
@@ -125,13 +126,4 @@ func copySparse(src, dst string, uid, gid int) error {
 		return err
 	}
 	return out.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

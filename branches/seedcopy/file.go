@@ -36,7 +36,7 @@ func WriteFile(path string, m Manifest) error {
 		os.Remove(tmp)
 		return fmt.Errorf("write manifest %s: %w", path, err)
 	}
-	return syncDir(filepath.Dir(path))
+	return SyncDir(filepath.Dir(path))
 }
 
 // ReadFile reads a manifest written by WriteFile and validates it; a manifest that

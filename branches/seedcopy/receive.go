@@ -53,7 +53,7 @@ func Receive(r io.Reader, dir string, m Manifest, uid, gid int) error {
 		removeTree(part)
 		return err
 	}
-	return syncDir(filepath.Dir(dir))
+	return SyncDir(filepath.Dir(dir))
 }
 
 // receiver holds the state of one Receive.
@@ -88,7 +88,7 @@ func (rc *receiver) run(m Manifest) error {
 			}
 		}
 	}
-	return syncDir(rc.root)
+	return SyncDir(rc.root)
 }
 
 func (rc *receiver) readHeader(m Manifest) error {
@@ -148,7 +148,7 @@ func (rc *receiver) finishDir(e Entry) error {
 	if err := unix.Chmod(name, e.Mode); err != nil {
 		return &fs.PathError{Op: "chmod", Path: name, Err: err}
 	}
-	return syncDir(name)
+	return SyncDir(name)
 }
 
 // owner returns the uid and gid an entry is given.

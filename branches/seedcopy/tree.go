@@ -46,8 +46,8 @@ func renameNoReplace(from, to string) error {
 	return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
 }
 
-// syncDir fsyncs a directory, so the entries created in it survive a crash.
-func syncDir(name string) error {
+// SyncDir fsyncs a directory, so the entries created in it survive a crash.
+func SyncDir(name string) error {
 	f, err := os.Open(name)
 	if err != nil {
 		return err
