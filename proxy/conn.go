@@ -25,16 +25,26 @@ const maxBackendStartupMessage = 1 << 20
 const newestMinor = 2
 
 // handle serves one client connection from accept to close: one session, or
-// one after another on a connection a front keeps (OptKeepConn).
+// one after another on a connection a front keeps (OptKeepConn). A pumped session
+// may go on after handle has returned (see Server.session); the connection stays
+// tracked until it ends.
 func (s *Server) handle(raw net.Conn) {
 	tracked := raw
-	defer func() { s.untrack(tracked) }()
+	handedOff := false // the session's end untracks the connection
+	defer func() {
+		if !handedOff {
+			s.untrack(tracked)
+		}
+	}()
 	conn := raw
 	defer func() { conn.Close() }()
 	log := s.log.WithLazy(zap.Stringer("remote", raw.RemoteAddr()))
 	if max := s.cfg.MaxClientConns; max > 0 && s.Stats.Active.Load() > int64(max) {
-		s.refuse(conn, log, errTooManyClients)
-		return
+		s.runLater() // sessions that have ended may still be counted
+		if s.Stats.Active.Load() > int64(max) {
+			s.refuse(conn, log, errTooManyClients)
+			return
+		}
 	}
 	conn.SetDeadline(time.Now().Add(s.cfg.StartupTimeout))
 	st, err := s.readClientStartup(conn, log)
@@ -53,7 +63,11 @@ func (s *Server) handle(raw net.Conn) {
 		if st.params == nil {
 			return // a cancel request, handled
 		}
-		kept := s.session(conn, raw, st, log)
+		kept, later := s.session(conn, raw, st, log, func() { s.untrack(tracked) })
+		if later {
+			handedOff = true
+			return
+		}
 		if kept == nil {
 			return
 		}
@@ -69,23 +83,25 @@ func (s *Server) handle(raw net.Conn) {
 
 // session serves the session whose startup packet st is, on conn. It returns the
 // connection to read the next session's startup from when the client (a front)
-// keeps it for another session, else nil.
-func (s *Server) session(conn, raw net.Conn, st clientStartup, log *zap.Logger) net.Conn {
+// keeps it for another session, else nil. It reports later when the session goes
+// on without the handler (a pumped session nothing waits for): untrack runs once it
+// has ended.
+func (s *Server) session(conn, raw net.Conn, st clientStartup, log *zap.Logger, untrack func()) (next net.Conn, later bool) {
 	route, err := router.Parse(st.params, s.cfg.DefaultBranch)
 	if err != nil {
 		s.refuse(conn, log, err)
-		return nil
+		return nil, false
 	}
 	user := st.params["user"]
 	log = log.WithLazy(zap.String("database", route.Database), zap.String("branch", route.Branch), zap.String("user", user))
 	keepClient := s.takeKeepOption(conn, &st)
 	if err := negotiate(conn, st); err != nil {
-		return nil
+		return nil, false
 	}
 	if s.cfg.Auth != AuthTrust {
 		if err := s.login(conn, route, user, raw.RemoteAddr()); err != nil {
 			s.loginFailed(conn, user, err, log)
-			return nil
+			return nil, false
 		}
 	}
 	// AuthenticationOk goes out with the branch server's start-up messages.
@@ -96,7 +112,7 @@ func (s *Server) session(conn, raw net.Conn, st clientStartup, log *zap.Logger) 
 	lease, err := s.branches.Acquire(ctx, route)
 	if err != nil {
 		s.refuse(conn, log, err)
-		return nil
+		return nil, false
 	}
 	lease, sc, reused, err := s.sessionOn(ctx, lease, route, log)
 	if err == nil {
@@ -105,7 +121,7 @@ func (s *Server) session(conn, raw net.Conn, st clientStartup, log *zap.Logger) 
 	if err != nil {
 		lease.Release()
 		s.refuseStart(conn, lease, err, log)
-		return nil
+		return nil, false
 	}
 	secret := s.cancelSecret(lease, sc, st.version, route.Params["database"])
 	if ce := log.Check(zap.DebugLevel, "session started"); ce != nil {
@@ -122,23 +138,45 @@ func (s *Server) session(conn, raw net.Conn, st clientStartup, log *zap.Logger) 
 	if err != nil {
 		leave()
 		sc.Close()
-		return nil
+		return nil, false
 	}
-	appName := route.Params["application_name"]
-	park := &parkAfterLeave{park: func(server int) { s.parkReset(lease, sc, server, appName, log) }}
-	out := s.relaySession(conn, raw, sc, park, appName, keepClient, leave, log)
-	leave()
+	e := &ending{lease: lease, sc: sc, appName: route.Params["application_name"], leave: leave, log: log}
+	e.park = &parkAfterLeave{park: func(server int) { s.parkReset(lease, sc, server, e.appName, log) }}
+	out, later := s.relaySession(conn, raw, e, keepClient, func(out relayOutcome) {
+		s.ended(e, out)
+		untrack()
+	})
+	if later {
+		return nil, true
+	}
+	return s.ended(e, out), false
+}
+
+// ending is what the end of a logged-in session needs, whenever it comes.
+type ending struct {
+	lease   Lease
+	sc      *serverConn
+	park    *parkAfterLeave
+	appName string
+	leave   func() // revokes the cancel key and releases the lease, once
+	log     *zap.Logger
+}
+
+// ended ends a relayed session as out says, and returns the client's connection
+// when it is kept for another session (see relayOutcome).
+func (s *Server) ended(e *ending, out relayOutcome) net.Conn {
+	e.leave()
 	// The server session is parked (or being reset) before a node acks its
 	// front (ackKept), so that the front's next session finds it.
-	switch k, ok := lease.(ConnKeeper); {
+	switch k, ok := e.lease.(ConnKeeper); {
 	case out.end == relayParking:
-		park.left()
-	case ok && sc.keep && out.end == relayIdle:
-		s.passOn(k, sc, log)
+		e.park.left()
+	case ok && e.sc.keep && out.end == relayIdle:
+		s.passOn(k, e.sc, e.log)
 	default:
-		s.endSession(lease, sc, out.end == relayIdle, appName, log)
+		s.endSession(e.lease, e.sc, out.end == relayIdle, e.appName, e.log)
 	}
-	return s.ackKept(out.client, log)
+	return s.ackKept(out.client, e.log)
 }
 
 // loginFailed tells a client whose login failed why, or logs that it left.
@@ -307,10 +345,8 @@ const (
 // serverSession gives a client a server session on its branch: a parked one with
 // the same startup key when reuse is on and one is alive, else a new one.
 func (s *Server) serverSession(ctx context.Context, lease Lease, params map[string]string) (*serverConn, bool, error) {
+	s.runLater()
 	if s.cfg.Reuse {
-		for _, p := range s.pumps {
-			p.drainResets() // park what the pumps have reset
-		}
 		key := startupKey(params)
 		for c := lease.TakeIdle(key); c != nil; c = lease.TakeIdle(key) {
 			sc, ok := c.(*serverConn)
@@ -350,61 +386,102 @@ type relayOutcome struct {
 	client net.Conn
 }
 
-// relaySession relays the logged-in session until either side ends it. It reports
-// what is left of the server session: nothing to keep, an idle session to reset
-// and park, or one the epoll pump is resetting for the next client to set
-// application_name to appName, which park parks once it has been reset and the
-// handler has called park.left (the handler must not touch sc otherwise). It may
-// call leave once the client has left. With keepClient, a client that ends the
+// relaySession relays the logged-in session e until either side ends it. It
+// reports what is left of the server session: nothing to keep, an idle session to
+// reset and park, or one the epoll pump is resetting for the next client to set
+// application_name to e.appName, which e.park parks once it has been reset and the
+// handler has called park.left (the handler must not touch e.sc otherwise). It may
+// call e.leave once the client has left. With keepClient, a client that ends the
 // session with Terminate, idle, gets its connection back (relayOutcome.client).
-func (s *Server) relaySession(conn, raw net.Conn, sc *serverConn, park *parkAfterLeave, appName string, keepClient bool, leave func(), log *zap.Logger) relayOutcome {
+//
+// A session on the pump that can end without the handler (see pumpSession) is
+// not waited for: relaySession returns later, and after is told the outcome when
+// the session ends.
+func (s *Server) relaySession(conn, raw net.Conn, e *ending, keepClient bool, after func(relayOutcome)) (out relayOutcome, later bool) {
+	sc, log := e.sc, e.log
 	if s.relayStats.Mode != RelayEpoll {
 		// The kernel relay takes the server connection as a Go connection.
 		if err := sc.attach(); err != nil {
 			log.Warn("take back server connection", zap.Error(err))
-			return relayOutcome{end: relayClosed}
+			return relayOutcome{end: relayClosed}, false
 		}
 	}
-	keep, handled, done := s.relayInKernel(conn, sc, leave, log)
-	defer done()
+	keep, handled, done := s.relayInKernel(conn, sc, e.leave, log)
 	if handled {
-		return relayOutcome{end: endOf(keep)}
+		done()
+		return relayOutcome{end: endOf(keep)}, false
 	}
 	var track *sessionTrack
 	if s.cfg.Reuse || sc.keep {
 		track = &sessionTrack{}
 	}
 	if tc := plainTCP(conn); tc != nil && len(s.pumps) > 0 && sc.socket() {
-		return s.pumpSession(tc, sc, park, appName, track, keepClient, log)
+		then := func(out relayOutcome) {
+			done()
+			if out.end == relayIdle {
+				// endSession resets it: a round trip to the server, which
+				// whoever runs the pump's queue must not wait for.
+				go after(out)
+				return
+			}
+			after(out)
+		}
+		if keepClient || sc.keep {
+			then = nil // the handler reads the next start-up, or passes the node connection on
+		}
+		out, later = s.pumpSession(tc, e, track, keepClient, then)
+		if !later {
+			done()
+		}
+		return out, later
 	}
+	defer done()
 	if err := sc.attach(); err != nil {
 		log.Warn("take back server connection", zap.Error(err))
-		return relayOutcome{end: relayClosed}
+		return relayOutcome{end: relayClosed}, false
 	}
 	stalled, keep := relay(conn, sc.Conn, s.cfg.WriteTimeout, track)
 	if stalled {
 		log.Info("client stopped reading: session cut off", zap.Duration("write_timeout", s.cfg.WriteTimeout))
 		abort(raw)
 	}
-	out := relayOutcome{end: endOf(keep)}
+	out = relayOutcome{end: endOf(keep)}
 	if keepClient && keep && track.terminated {
 		out.client = conn
 	}
-	return out
+	return out, false
 }
 
-// pumpSession relays a plaintext session on an epoll pump (see relaySession).
-func (s *Server) pumpSession(tc *net.TCPConn, sc *serverConn, park *parkAfterLeave, appName string, track *sessionTrack, keepClient bool, log *zap.Logger) relayOutcome {
+// pumpSession relays a plaintext session on an epoll pump (see relaySession). With
+// after set, the handler does not wait: the pump tells after how the session ended,
+// from outside its loop (see afterLoop), and pumpSession returns later.
+func (s *Server) pumpSession(tc *net.TCPConn, e *ending, track *sessionTrack, keepClient bool, after func(relayOutcome)) (out relayOutcome, later bool) {
+	sc, log := e.sc, e.log
 	var reset *pumpReset
 	if s.cfg.Reuse && !s.retired(sc) {
-		reset = newPumpReset(sc.resetQueries(appName), s.cfg.CancelTimeout, park.ended)
+		reset = newPumpReset(sc.resetQueries(e.appName), s.cfg.CancelTimeout, e.park.ended)
 	}
-	result, err := s.pump().addSession(tc, sc, s.cfg.WriteTimeout, track, reset, keepClient)
+	var ended func(pumpResult)
+	if after != nil {
+		ended = func(r pumpResult) { after(s.pumpOutcome(r, sc, log)) }
+	}
+	result, err := s.pump().addSession(tc, sc, s.cfg.WriteTimeout, track, reset, keepClient, ended)
 	if err != nil {
-		log.Error("hand session to pump", zap.Error(err))
-		return relayOutcome{end: relayClosed}
+		if errors.Is(err, errPumpStopped) {
+			log.Debug("hand session to pump", zap.Error(err))
+		} else {
+			log.Error("hand session to pump", zap.Error(err))
+		}
+		return relayOutcome{end: relayClosed}, false
 	}
-	r := <-result
+	if ended != nil {
+		return relayOutcome{}, true
+	}
+	return s.pumpOutcome(<-result, sc, log), false
+}
+
+// pumpOutcome is what a pumped session left, as the pump reported it in r.
+func (s *Server) pumpOutcome(r pumpResult, sc *serverConn, log *zap.Logger) relayOutcome {
 	if r.stalled {
 		log.Info("client stopped reading: session cut off", zap.Duration("write_timeout", s.cfg.WriteTimeout))
 	}

@@ -31,8 +31,8 @@ type pump struct {
 	done  chan struct{}
 
 	scratch [512]byte     // the loop reads reset answers into it
-	resets  []doneReset   // ended resets whose then has not run yet; under mu
-	kick    chan struct{} // wakes drainer to run them
+	later   afterLoop     // what ended sessions and resets leave to do (pump_later.go)
+	kick    chan struct{} // wakes drainer to run it
 	drained chan struct{} // closed when drainer has returned
 
 	beforeEpollAdd func() // tests only: runs in add, under mu, just before the epoll registration
@@ -45,12 +45,13 @@ type pumpSession struct {
 	toServer       pumpDir // client -> server
 	toClient       pumpDir // server -> client
 	writeTimeout   time.Duration
-	track          *sessionTrack   // set when the server session may be reused
-	result         chan pumpResult // receives once, when the session has ended
-	unwatched      [2]bool         // client, server: already out of the epoll set
-	reset          *pumpReset      // run when the client leaves the server idle; nil: hand it back as it is
-	resetting      bool            // the client has left and the reset's answer is awaited
-	keepClient     bool            // hand the client's socket back when it ends the session with Terminate, idle
+	track          *sessionTrack    // set when the server session may be reused
+	result         chan pumpResult  // receives once, when the session has ended (ended nil)
+	ended          func(pumpResult) // told once how the session ended, outside the loop (see afterLoop)
+	unwatched      [2]bool          // client, server: already out of the epoll set
+	reset          *pumpReset       // run when the client leaves the server idle; nil: hand it back as it is
+	resetting      bool             // the client has left and the reset's answer is awaited
+	keepClient     bool             // hand the client's socket back when it ends the session with Terminate, idle
 }
 
 // pumpResult is how a session ended.
@@ -98,6 +99,9 @@ func (d *pumpDir) release() {
 	}
 }
 
+// errPumpStopped: a session came to a pump that is closing.
+var errPumpStopped = errors.New("the relay is shutting down")
+
 // newPump starts a pump's loop.
 func newPump(raw bool) (*pump, error) {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
@@ -144,7 +148,7 @@ func dupSocket(c net.Conn) (int, error) {
 // pump follows the protocol (see sessionTrack): the client's Terminate is not passed
 // on, and a server session the client leaves idle is handed back open.
 func (p *pump) add(client, server net.Conn, writeTimeout time.Duration, track *sessionTrack) (<-chan pumpResult, error) {
-	return p.addSession(client, &serverConn{Conn: server, fd: -1}, writeTimeout, track, nil, false)
+	return p.addSession(client, &serverConn{Conn: server, fd: -1}, writeTimeout, track, nil, false, nil)
 }
 
 // addSession is add for a server session, whose socket may already be out of Go's
@@ -153,7 +157,11 @@ func (p *pump) add(client, server net.Conn, writeTimeout time.Duration, track *s
 // then (see pumpResult.resetting). With keepClient, a client that ends the
 // session with Terminate while it is idle is handed back too
 // (pumpResult.client). The session's sockets belong to the pump from here on.
-func (p *pump) addSession(client net.Conn, sc *serverConn, writeTimeout time.Duration, track *sessionTrack, reset *pumpReset, keepClient bool) (<-chan pumpResult, error) {
+//
+// With ended set, nothing waits for the session: ended is told how it ended
+// instead of the returned channel (which is nil), outside the loop and not at
+// once (see afterLoop), so that a session's end wakes no goroutine of its own.
+func (p *pump) addSession(client net.Conn, sc *serverConn, writeTimeout time.Duration, track *sessionTrack, reset *pumpReset, keepClient bool, ended func(pumpResult)) (<-chan pumpResult, error) {
 	cfd, err := dupSocket(client)
 	if err != nil {
 		return nil, err
@@ -168,8 +176,11 @@ func (p *pump) addSession(client net.Conn, sc *serverConn, writeTimeout time.Dur
 	}
 	sc.Conn, sc.fd = nil, -1
 	client.Close()
-	s := &pumpSession{client: cfd, server: sfd, writeTimeout: writeTimeout, track: track, reset: reset, result: make(chan pumpResult, 1),
+	s := &pumpSession{client: cfd, server: sfd, writeTimeout: writeTimeout, track: track, reset: reset, ended: ended,
 		toServer: newPumpDir(), toClient: newPumpDir(), keepClient: keepClient && track != nil}
+	if ended == nil {
+		s.result = make(chan pumpResult, 1)
+	}
 	// Under the lock, so that the loop cannot end the session (closing its
 	// descriptors) or close the epoll set while the session is half registered.
 	p.mu.Lock()
@@ -177,6 +188,9 @@ func (p *pump) addSession(client net.Conn, sc *serverConn, writeTimeout time.Dur
 	if p.stop {
 		unix.Close(cfd)
 		unix.Close(sfd)
+		if ended != nil {
+			return nil, errPumpStopped
+		}
 		s.result <- pumpResult{server: -1, client: -1}
 		return s.result, nil
 	}
@@ -207,6 +221,7 @@ func (p *pump) close() {
 	one[0] = 1
 	unix.Write(p.wake, one[:])
 	<-p.done
+	unix.Close(p.wake) // here, so that the write above never finds its number reused
 	close(p.kick)
 	<-p.drained
 }
@@ -245,13 +260,19 @@ func (p *pump) run() {
 		if stopping {
 			break
 		}
-		if now := time.Now(); now.Sub(lastSweep) >= time.Second || n == 0 {
+		// An idle loop sweeps at once, a busy one every second; not at every
+		// short wait for queued work.
+		now := time.Now()
+		if since := now.Sub(lastSweep); since >= time.Second || n == 0 && since >= 100*time.Millisecond {
 			lastSweep = now
 			p.sweep(now)
+		}
+		if p.later.due(now) {
 			p.kickDrainer()
 		}
 	}
 	p.mu.Lock()
+	p.stop = true // when the wait failed: add refuses sessions from now on
 	all := map[*pumpSession]bool{}
 	for _, s := range p.socks {
 		all[s] = true
@@ -260,7 +281,7 @@ func (p *pump) run() {
 	for s := range all {
 		p.end(s, endStop)
 	}
-	unix.Close(p.wake)
+	p.kickDrainer()
 	unix.Close(p.epfd)
 }
 
@@ -477,6 +498,10 @@ func (p *pump) end(s *pumpSession, cause endCause) {
 		p.unwatch(s, s.server)
 		unix.Close(s.server)
 	}
+	if s.ended != nil {
+		p.later.add(func() { s.ended(r) })
+		return
+	}
 	s.result <- r
 }
 
@@ -489,14 +514,17 @@ func fdConn(fd int) (net.Conn, error) {
 }
 
 func (p *pump) wait(events []unix.EpollEvent) (int, error) {
-	if p.raw {
-		// A short timeout bounds how long the loop holds its P without a call the
-		// scheduler sees.
-		return rawEpollWait(p.epfd, events, 20)
-	}
+	// A short timeout bounds how long a raw wait holds its P without a call the
+	// scheduler sees.
 	msec := 1000
-	if p.resetsWaiting() {
-		msec = resetDrainDelay
+	if p.raw {
+		msec = 20
+	}
+	if p.later.waiting() {
+		msec = int(laterDelay / time.Millisecond)
+	}
+	if p.raw {
+		return rawEpollWait(p.epfd, events, msec)
 	}
 	return unix.EpollWait(p.epfd, events, msec)
 }

@@ -16,16 +16,8 @@ import (
 // changes the other) and its reset costs no goroutine wake-up of its own.
 //
 // What happens to the reset session next (it is parked on its branch) runs outside
-// the loop, and not at once: ended resets wait until the next client comes through
-// the proxy (Server.handle runs them before it looks for a parked session) or until
-// the loop has had nothing to do for resetDrainDelay, whichever comes first (or a
-// second under constant traffic). A client that could reuse the session always
-// finds it parked, and a burst of short sessions costs one wake-up each instead of
-// two. The lease was released when the client left, before the reset.
-
-// resetDrainDelay is how long an ended reset waits at most, in milliseconds, when
-// no client comes: the pump's wait when it has nothing to do (see pump.wait).
-const resetDrainDelay = 20
+// the loop, and not at once (see afterLoop). The lease was released when the client
+// left, before the reset.
 
 // pumpReset is a reset the pump runs, and what it has seen of the server's answer.
 type pumpReset struct {
@@ -34,7 +26,7 @@ type pumpReset struct {
 	timeout  time.Duration // from the write to the last answer
 	deadline time.Time
 	// then is given the reset server's socket, or -1 when the reset failed (the
-	// socket is closed then); it runs once, outside the loop (see drainResets).
+	// socket is closed then); it runs once, outside the loop (see afterLoop).
 	then func(server int)
 
 	frames   frames
@@ -51,12 +43,6 @@ func newPumpReset(queries []string, timeout time.Duration, then func(server int)
 		msgs, _ = (&pgproto3.Query{String: q}).Encode(msgs)
 	}
 	return &pumpReset{msgs: msgs, want: len(queries), timeout: timeout, then: then}
-}
-
-// doneReset is an ended reset whose then has yet to run.
-type doneReset struct {
-	then   func(server int)
-	server int
 }
 
 // take notes b, the next bytes of the server's answer. It reports done once the
@@ -156,50 +142,10 @@ func (p *pump) finishReset(s *pumpSession, ok bool) {
 		return
 	}
 	p.unwatch(s, s.server)
-	d := doneReset{then: s.reset.then, server: s.server}
+	then, server := s.reset.then, s.server
 	if !ok {
-		unix.Close(s.server)
-		d.server = -1
+		unix.Close(server)
+		server = -1
 	}
-	p.mu.Lock()
-	p.resets = append(p.resets, d)
-	p.mu.Unlock()
-}
-
-// drainResets runs the then of every ended reset. Any goroutine may call it.
-func (p *pump) drainResets() {
-	p.mu.Lock()
-	list := p.resets
-	p.resets = nil
-	p.mu.Unlock()
-	for _, d := range list {
-		d.then(d.server)
-	}
-}
-
-func (p *pump) resetsWaiting() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.resets) > 0
-}
-
-// kickDrainer has the drainer run the ended resets, if there are any.
-func (p *pump) kickDrainer() {
-	if !p.resetsWaiting() {
-		return
-	}
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
-}
-
-// drainer runs ended resets when the loop kicks it, and all that are left when
-// the pump closes (close closes kick once the loop has ended).
-func (p *pump) drainer() {
-	defer close(p.drained)
-	for range p.kick {
-		p.drainResets()
-	}
-	p.drainResets()
+	p.later.add(func() { then(server) })
 }

@@ -96,7 +96,7 @@ func TestPumpResetsIdleSession(t *testing.T) {
 			sc := &serverConn{Conn: server, fd: -1}
 			ended := make(chan int, 1)
 			then := func(server int) { ended <- server }
-			res, err := p.addSession(client, sc, time.Minute, &sessionTrack{}, newPumpReset([]string{resetQuery}, 300*time.Millisecond, then), false)
+			res, err := p.addSession(client, sc, time.Minute, &sessionTrack{}, newPumpReset([]string{resetQuery}, 300*time.Millisecond, then), false, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

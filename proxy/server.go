@@ -334,7 +334,9 @@ func (s *Server) untrack(c net.Conn) {
 }
 
 // Shutdown waits for sessions to end until ctx ends, then closes the rest, and waits
-// for every connection handler to return. Serve's context should be done first.
+// until every connection handler has returned and every session has ended (pumped
+// sessions end after their handlers have returned). Serve's context should be done
+// first.
 func (s *Server) Shutdown(ctx context.Context) {
 	done := s.drain()
 	select {
@@ -382,6 +384,14 @@ func (s *Server) closePumps() {
 	}
 	for _, p := range s.pumps {
 		p.close()
+	}
+}
+
+// runLater ends what the pumps have ended and parks what they have reset (see
+// afterLoop).
+func (s *Server) runLater() {
+	for _, p := range s.pumps {
+		p.runLater()
 	}
 }
 
