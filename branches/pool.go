@@ -83,6 +83,11 @@ func (m *Manager) claimLocked(k key, route router.Route, tried bool) *op {
 		Quota: route.Options.Quota, At: m.now()}
 	member.rec.Name, member.rec.Pooled = cl.Name, false
 	member.rec.TTL, member.rec.Ephemeral, member.rec.Quota, member.rec.LastUsedAt = cl.TTL, cl.Ephemeral, cl.Quota, cl.At
+	// Nobody has logged in to a member: its roles are the ones read when it
+	// started. Reading them again waits rolesEvery, not for the first pass after
+	// this use, so that a short test on a claimed branch pays no backend start
+	// for it.
+	member.rolesAt = now
 	m.branches[k] = member
 	m.running.Add(k, struct{}{})
 	return m.startOp(member, "claim", func(ctx context.Context) error {

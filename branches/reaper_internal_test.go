@@ -160,18 +160,24 @@ func TestDueMeasure(t *testing.T) {
 func TestDueRoles(t *testing.T) {
 	t.Parallel()
 	t0 := time.Now()
+	later := t0.Add(rolesEvery)
 	for _, tc := range []struct {
 		name  string
 		b     branch
 		timed bool
+		now   time.Time
 		want  bool
 	}{
-		{"in use, timed pass", branch{rolesAt: t0, sessions: 1}, true, true},
-		{"in use, kicked pass", branch{rolesAt: t0, sessions: 1}, false, false},
-		{"idle, used since", branch{rolesAt: t0, rec: catalog.Branch{LastUsedAt: t0.Add(time.Millisecond)}}, false, true},
-		{"idle, read after its use", branch{rolesAt: t0, rec: catalog.Branch{LastUsedAt: t0}}, true, false},
+		{"in use, timed pass", branch{rolesAt: t0, sessions: 1}, true, later, true},
+		{"in use, kicked pass", branch{rolesAt: t0, sessions: 1}, false, later, false},
+		{"in use, timed pass, read just before", branch{rolesAt: t0, sessions: 1}, true, later.Add(-time.Millisecond), false},
+		{"idle, used since", branch{rolesAt: t0, rec: catalog.Branch{LastUsedAt: t0.Add(time.Millisecond)}}, false, later, true},
+		{"idle, used since, read just before", branch{rolesAt: t0, rec: catalog.Branch{LastUsedAt: t0.Add(time.Millisecond)}}, true, t0.Add(time.Second), false},
+		{"idle, read after its use", branch{rolesAt: t0, rec: catalog.Branch{LastUsedAt: t0}}, true, later, false},
+		{"in use, clock set back", branch{rolesAt: t0, sessions: 1}, true, t0.Add(-time.Minute), true},
+		{"never read", branch{sessions: 1}, true, t0, true},
 	} {
-		if got := tc.b.dueRoles(tc.timed); got != tc.want {
+		if got := tc.b.dueRoles(tc.timed, tc.now); got != tc.want {
 			t.Errorf("%s: due %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -112,13 +112,23 @@ func superuserConn(ctx context.Context, sd catalog.Seed, dial func(context.Conte
 	return pgx.ConnectConfig(ctx, cfg)
 }
 
-// dueRoles reports whether the roles of b, running, should be read again: with
-// sessions open at each timed pass (timed), so that a password changed in one
+// rolesEvery is the least time between two reads of a running branch's roles.
+// Each read starts a backend on the branch's server, and a branch in constant use
+// (a new connection per transaction) is read at every timed pass: with a short
+// --reap-interval that was several backend starts a second, each as costly as the
+// forks that server-session reuse saves.
+const rolesEvery = 2 * time.Second
+
+// dueRoles reports whether the roles of b, running, should be read again at now:
+// with sessions open at each timed pass (timed), so that a password changed in one
 // session applies to the next login from the next timed pass on; without, once
 // after they were used. Passes kicked in between (each ephemeral session's end
-// kicks one) read no in-use branch's: each read costs its server a backend start.
-// m.mu is held.
-func (b *branch) dueRoles(timed bool) bool {
+// kicks one) read no in-use branch's. Either way not within rolesEvery of the last
+// read, unless the clock was set back. m.mu is held.
+func (b *branch) dueRoles(timed bool, now time.Time) bool {
+	if since := now.Sub(b.rolesAt); since >= 0 && since < rolesEvery {
+		return false
+	}
 	if b.sessions > 0 {
 		return timed
 	}
@@ -133,7 +143,7 @@ func (m *Manager) refreshRunningRoles(ctx context.Context, timed bool) {
 	m.mu.Lock()
 	now := m.now()
 	for _, b := range m.branches {
-		if b.inst != nil && b.op == nil && b.dueRoles(timed) {
+		if b.inst != nil && b.op == nil && b.dueRoles(timed, now) {
 			todo = append(todo, b)
 			b.rolesAt = now
 		}
