@@ -63,3 +63,27 @@ func TestConfirmRefuses(t *testing.T) {
 	closeConn(t, c)
 	recv(t, cb.took, "the second confirmation")
 }
+
+// TestConfirmFailedStart: a start-up its server refused is confirmed too, and a
+// lease that no longer counts its branch as its node's tells the client why,
+// instead of passing on what the node said.
+func TestConfirmFailedStart(t *testing.T) {
+	t.Parallel()
+	fs := startFakeServer(t, scriptAuthError)
+	cb := &confirmingBranches{fakeBranches: newFakeBranches(fs.addr(), nil), took: make(chan time.Duration, 2),
+		err: &proxy.ClientError{Code: "57P03", Message: "the branch was on a lost node"}}
+	p := startProxy(t, defaultConfig(), cb)
+	_, err := p.connect(t, "dbname=app@b1")
+	if pe := pgError(t, err); pe.Code != "57P03" || pe.Message != "the branch was on a lost node" {
+		t.Fatalf("refused with %s %q, want the lease's 57P03", pe.Code, pe.Message)
+	}
+	recv(t, cb.took, "the confirmation")
+	cb.lease(t, 0).waitReleased(t)
+
+	cb.err = nil
+	_, err = p.connect(t, "dbname=app@b1")
+	if pe := pgError(t, err); pe.Code != "28P01" {
+		t.Fatalf("refused with %s %q, want the server's own 28P01 once the lease confirms", pe.Code, pe.Message)
+	}
+	recv(t, cb.took, "the second confirmation")
+}

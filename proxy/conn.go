@@ -117,6 +117,8 @@ func (s *Server) session(conn, raw net.Conn, st clientStartup, log *zap.Logger, 
 	lease, sc, reused, err := s.sessionOn(ctx, lease, route, log)
 	if err == nil {
 		err = confirm(ctx, lease, sc, start)
+	} else if cerr := confirmFailure(ctx, lease, start); cerr != nil {
+		err = cerr
 	}
 	if err != nil {
 		lease.Release()
@@ -232,6 +234,18 @@ func (s *Server) sessionOn(ctx context.Context, lease Lease, route router.Route,
 	lease.Release()
 	sc, reused, err = s.serverSession(ctx, next, serverParams(next, route))
 	return next, sc, reused, err
+}
+
+// confirmFailure asks a Confirmer lease about a start-up begun at start that
+// failed. A branch declared lost or moved meanwhile is what its client is told
+// then, rather than what a node that no longer serves it answered (a node frozen
+// and thawed answers before it learns it was declared dead).
+func confirmFailure(ctx context.Context, lease Lease, start time.Time) error {
+	c, ok := lease.(Confirmer)
+	if !ok {
+		return nil
+	}
+	return c.Confirm(context.WithoutCancel(ctx), time.Since(start))
 }
 
 // confirm asks a Confirmer lease whether the session started at start may go
