@@ -170,11 +170,13 @@ func TestDueRoles(t *testing.T) {
 	}{
 		{"in use, timed pass", branch{rolesAt: t0, sessions: 1}, true, later, true},
 		{"in use, kicked pass", branch{rolesAt: t0, sessions: 1}, false, later, false},
-		{"in use, timed pass, read just before", branch{rolesAt: t0, sessions: 1}, true, later.Add(-time.Millisecond), false},
+		{"in use, timed pass, read a little under rolesEvery before", branch{rolesAt: t0, sessions: 1}, true, later.Add(-rolesEvery / 20), true},
+		{"in use, timed pass, read just before", branch{rolesAt: t0, sessions: 1}, true, t0.Add(rolesEvery / 2), false},
 		{"idle, used since", branch{rolesAt: t0, rec: catalog.Branch{LastUsedAt: t0.Add(time.Millisecond)}}, false, later, true},
 		{"idle, used since, read just before", branch{rolesAt: t0, rec: catalog.Branch{LastUsedAt: t0.Add(time.Millisecond)}}, true, t0.Add(time.Second), false},
 		{"idle, read after its use", branch{rolesAt: t0, rec: catalog.Branch{LastUsedAt: t0}}, true, later, false},
 		{"in use, clock set back", branch{rolesAt: t0, sessions: 1}, true, t0.Add(-time.Minute), true},
+		{"idle, clock set back", branch{rolesAt: t0, rec: catalog.Branch{LastUsedAt: t0}}, false, t0.Add(-time.Minute), true},
 		{"never read", branch{sessions: 1}, true, t0, true},
 	} {
 		if got := tc.b.dueRoles(tc.timed, tc.now); got != tc.want {

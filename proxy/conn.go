@@ -117,8 +117,8 @@ func (s *Server) session(conn, raw net.Conn, st clientStartup, log *zap.Logger, 
 	lease, sc, reused, err := s.sessionOn(ctx, lease, route, log)
 	if err == nil {
 		err = confirm(ctx, lease, sc, start)
-	} else if cerr := confirmFailure(ctx, lease, start); cerr != nil {
-		err = cerr
+	} else if cerr := confirmFailure(ctx, lease, err, start); cerr != nil {
+		err = fmt.Errorf("%w (the branch's server had refused the session: %v)", cerr, err)
 	}
 	if err != nil {
 		lease.Release()
@@ -197,7 +197,9 @@ func (s *Server) loginFailed(conn net.Conn, user string, err error, log *zap.Log
 }
 
 // refuseStart tells the client why its server session did not start: a branch
-// server's own refusal (too many clients, no such database) as it was sent.
+// server's own refusal (too many clients, no such database) as it was sent, or
+// the lease's error when that stands in for it (a branch lost or moved
+// meanwhile, see confirmFailure).
 func (s *Server) refuseStart(conn net.Conn, lease Lease, err error, log *zap.Logger) {
 	var be *backendError
 	var ce *ClientError
@@ -236,17 +238,26 @@ func (s *Server) sessionOn(ctx context.Context, lease Lease, route router.Route,
 	return next, sc, reused, err
 }
 
-// confirmFailure asks a Confirmer lease about a start-up begun at start that
-// failed. A branch declared lost or moved meanwhile is what its client is told
-// then, rather than what a node that no longer serves it answered (a node frozen
-// and thawed answers before it learns it was declared dead).
-func confirmFailure(ctx context.Context, lease Lease, start time.Time) error {
+// confirmFailure asks a Confirmer lease about a start-up begun at start that its
+// server refused with err. A branch declared lost or moved meanwhile is what its
+// client is told then, rather than what a node that no longer serves it answered
+// (a node frozen and thawed answers before it learns it was declared dead). A
+// start-up that got no answer is not asked about: that is already 57P03, and a
+// node cut off must not bring every waiting client to the catalog.
+func confirmFailure(ctx context.Context, lease Lease, err error, start time.Time) error {
 	c, ok := lease.(Confirmer)
-	if !ok {
+	var be *backendError
+	if !ok || !errors.As(err, &be) {
 		return nil
 	}
-	return c.Confirm(context.WithoutCancel(ctx), time.Since(start))
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), confirmFailureWait)
+	defer cancel()
+	return c.Confirm(cctx, time.Since(start))
 }
+
+// confirmFailureWait bounds the confirmation of a refused start-up, which may
+// come after the acquire deadline.
+const confirmFailureWait = time.Second
 
 // confirm asks a Confirmer lease whether the session started at start may go
 // on; on a refusal the server session is closed.
