@@ -34,12 +34,13 @@ func (l *confirmingLease) Confirm(_ context.Context, took time.Duration) error {
 	return l.cb.err
 }
 
-// TestConfirmRefuses: a lease that does not confirm its started session has
-// its client refused with the lease's error, the lease released and the
-// server session closed; one that confirms is served.
-func TestConfirmRefuses(t *testing.T) {
-	t.Parallel()
-	fs := startFakeServer(t, scriptOK)
+// refusedByLostLease starts a fake server with script behind a proxy whose
+// leases do not confirm (the branch was lost), and checks that a client is
+// refused with the lease's 57P03 after one confirmation and that the lease is
+// released.
+func refusedByLostLease(t *testing.T, script string) (*fakeServer, *confirmingBranches, *testProxy) {
+	t.Helper()
+	fs := startFakeServer(t, script)
 	cb := &confirmingBranches{fakeBranches: newFakeBranches(fs.addr(), nil), took: make(chan time.Duration, 2),
 		err: &proxy.ClientError{Code: "57P03", Message: "the branch was on a lost node"}}
 	p := startProxy(t, defaultConfig(), cb)
@@ -49,6 +50,15 @@ func TestConfirmRefuses(t *testing.T) {
 	}
 	recv(t, cb.took, "the confirmation")
 	cb.lease(t, 0).waitReleased(t)
+	return fs, cb, p
+}
+
+// TestConfirmRefuses: a lease that does not confirm its started session has
+// its client refused with the lease's error, the lease released and the
+// server session closed; one that confirms is served.
+func TestConfirmRefuses(t *testing.T) {
+	t.Parallel()
+	fs, cb, p := refusedByLostLease(t, scriptOK)
 	deadline := time.Now().Add(within)
 	for fs.ended.Load() != 1 {
 		if time.Now().After(deadline) {
@@ -69,19 +79,10 @@ func TestConfirmRefuses(t *testing.T) {
 // instead of passing on what the node said.
 func TestConfirmFailedStart(t *testing.T) {
 	t.Parallel()
-	fs := startFakeServer(t, scriptAuthError)
-	cb := &confirmingBranches{fakeBranches: newFakeBranches(fs.addr(), nil), took: make(chan time.Duration, 2),
-		err: &proxy.ClientError{Code: "57P03", Message: "the branch was on a lost node"}}
-	p := startProxy(t, defaultConfig(), cb)
-	_, err := p.connect(t, "dbname=app@b1")
-	if pe := pgError(t, err); pe.Code != "57P03" || pe.Message != "the branch was on a lost node" {
-		t.Fatalf("refused with %s %q, want the lease's 57P03", pe.Code, pe.Message)
-	}
-	recv(t, cb.took, "the confirmation")
-	cb.lease(t, 0).waitReleased(t)
+	_, cb, p := refusedByLostLease(t, scriptAuthError)
 
 	cb.err = nil
-	_, err = p.connect(t, "dbname=app@b1")
+	_, err := p.connect(t, "dbname=app@b1")
 	if pe := pgError(t, err); pe.Code != "28P01" {
 		t.Fatalf("refused with %s %q, want the server's own 28P01 once the lease confirms", pe.Code, pe.Message)
 	}
