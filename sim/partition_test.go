@@ -34,10 +34,15 @@ func testPartition(t *testing.T, ctx context.Context, c *cluster, on map[string]
 	}
 	time.Sleep(300 * time.Millisecond)
 
-	cut := time.Now()
+	// The partition begins when the link is down, that is when cut returns: a
+	// probe's attempt begun while the ip command ran (a fork and exec, which can
+	// take a few hundred milliseconds on a loaded machine) may still be served.
+	cutting := time.Now()
 	if err := c.net.cut(victim.host); err != nil {
 		t.Fatal(err)
 	}
+	cut := time.Now()
+	t.Logf("partition: the link of %s went down in %s", victim.name, cut.Sub(cutting).Round(time.Millisecond))
 	healed := false
 	defer func() {
 		if !healed {
@@ -93,7 +98,8 @@ func testPartition(t *testing.T, ctx context.Context, c *cluster, on map[string]
 		for _, a := range p.attempts() {
 			during := a.at.After(cut) && a.at.Add(a.took).Before(healAt)
 			if during && a.code() != "57P03" {
-				t.Errorf("%s through %s during the partition: %s (%v), want 57P03", mine, p.front.name, a.code(), a.err)
+				t.Errorf("%s through %s during the partition (begun %s after the cut, took %s): %s (%v), want 57P03",
+					mine, p.front.name, a.at.Sub(cut).Round(time.Millisecond), a.took.Round(time.Millisecond), a.code(), a.err)
 			}
 		}
 		t.Logf("partition: %s (cut node) through %s: cut %s; after the heal %s", mine, p.front.name,
