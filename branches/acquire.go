@@ -31,9 +31,15 @@ func (l *Lease) Dial(ctx context.Context) (net.Conn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", l.socket)
 	if err != nil {
-		if sock, rerr := l.m.revive(ctx, l.b, l.use.inst); rerr == nil {
+		sock, rerr := l.m.revive(ctx, l.b, l.use.inst)
+		switch {
+		case rerr == nil:
 			l.socket = sock // the server died under the lease and was started again
 			c, err = d.DialContext(ctx, "unix", sock)
+		case !errors.Is(rerr, errServerAlive):
+			// Why the server is gone and stays gone (the manager closing, the branch
+			// fenced, its node lost) is what the client is told, not the refused dial.
+			err = fmt.Errorf("%w (after the branch server's socket refused: %w)", rerr, err)
 		}
 	}
 	if err != nil {

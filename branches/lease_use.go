@@ -3,6 +3,7 @@ package branches
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -45,7 +46,7 @@ func (m *Manager) revive(ctx context.Context, b *branch, inst runtime.Instance) 
 	case <-time.After(time.Second): // a server that refuses connections but runs
 		return "", errServerAlive
 	case <-ctx.Done():
-		return "", ctx.Err()
+		return "", fmt.Errorf("%w: %w", ErrNotReady, ctx.Err())
 	}
 	for {
 		m.mu.Lock()
@@ -71,6 +72,9 @@ func (m *Manager) revive(ctx context.Context, b *branch, inst runtime.Instance) 
 		}
 		m.mu.Unlock()
 		if err := wait(ctx, o); err != nil {
+			if ctx.Err() != nil {
+				err = fmt.Errorf("%w: %w", ErrNotReady, err)
+			}
 			return "", err
 		}
 	}

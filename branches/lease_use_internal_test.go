@@ -1,8 +1,13 @@
 package branches
 
 import (
+	"context"
+	"errors"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
 )
 
 // A session that could not reach its server does not count as a use of the branch.
@@ -31,5 +36,48 @@ func TestLeaseUseFailedDial(t *testing.T) {
 		if !b.rec.LastUsedAt.Equal(tc.want) {
 			t.Errorf("%s: last use %s, want %s", tc.name, b.rec.LastUsedAt, tc.want)
 		}
+	}
+}
+
+// exitedInstance is a branch server that has exited.
+type exitedInstance struct{ runtime.Instance }
+
+func (exitedInstance) Done() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+// A session whose server exited under its lease, and that cannot be started again
+// because the manager is closing, fails with ErrClosed (the client's 57P01), not
+// with the refused dial (an internal error).
+func TestLeaseDialServerGoneForGood(t *testing.T) {
+	t.Parallel()
+	m := &Manager{closed: true}
+	l := &Lease{m: m, b: &branch{}, socket: filepath.Join(t.TempDir(), ".s.PGSQL.5432")}
+	l.use.inst = exitedInstance{}
+	c, err := l.Dial(context.Background())
+	if err == nil {
+		c.Close()
+		t.Fatal("dialed a socket that does not exist")
+	}
+	if !errors.Is(err, ErrClosed) {
+		t.Fatalf("dial: %v, want ErrClosed", err)
+	}
+	if !l.use.failed.Load() {
+		t.Error("the failed dial counts as a use of the branch")
+	}
+}
+
+// A server that exited under a lease and is still starting again when the
+// client's time is up fails with ErrNotReady (57P03), not the context's error.
+func TestReviveOutOfTime(t *testing.T) {
+	t.Parallel()
+	m := &Manager{}
+	b := &branch{op: &op{done: make(chan struct{})}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if _, err := m.revive(ctx, b, exitedInstance{}); !errors.Is(err, ErrNotReady) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("revive: %v, want ErrNotReady from the deadline", err)
 	}
 }
