@@ -1,11 +1,13 @@
 package proxy
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
@@ -132,6 +134,10 @@ func classify(err error) clientError {
 		return clientError{code: codeObjectInUse, message: "the branch is in use by other sessions", hint: "pgbranch.reset=on needs the branch to have no other session"}
 	case errors.Is(err, branches.ErrInvalid):
 		return clientError{code: codeInvalidParameter, message: "invalid branch request"}
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+		// Last: a cause the engine named (above) says more than the clock running out.
+		return clientError{code: codeCannotConnectNow, message: "timed out preparing the branch",
+			hint: "try again; the server's --startup-timeout bounds how long a connection waits for its branch"}
 	}
 	id := newErrorID()
 	return clientError{code: codeInternal, message: "could not prepare the branch", detail: "error id " + id, id: id}

@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
@@ -50,5 +52,23 @@ func TestClassifySourceRemoved(t *testing.T) {
 	err := fmt.Errorf("record new branch: %w: %w", branches.ErrNotFound, errors.New(`branch "x" of source "s": no such source`))
 	if ce := classify(err); ce.code != "3D000" || ce.id != "" {
 		t.Fatalf("classified as %+v", ce)
+	}
+}
+
+// A branch server that did not answer the session's start-up before the
+// client's time ran out is 57P03, whichever clock said so: the context's, or the
+// socket deadline set from it. An engine error that names its cause keeps it.
+func TestClassifyTimedOut(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("dial branch server: %w", context.DeadlineExceeded),
+		fmt.Errorf("read startup response: %w", os.ErrDeadlineExceeded),
+	} {
+		if ce := classify(err); ce.code != "57P03" || ce.id != "" {
+			t.Errorf("%v: classified as %+v", err, ce)
+		}
+	}
+	err := fmt.Errorf("%w: %w", branches.ErrClosed, context.DeadlineExceeded)
+	if ce := classify(err); ce.code != "57P01" {
+		t.Errorf("%v: classified as %+v, want the shutdown's 57P01", err, ce)
 	}
 }

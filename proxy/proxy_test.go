@@ -178,6 +178,20 @@ func TestSilentBranchServer(t *testing.T) {
 	fb.lease(t, 0).waitReleased(t)
 }
 
+// TestSilentBranchServerTimesOut: a client that waits longer than the login's
+// bound is told 57P03 (try again), not an internal error.
+func TestSilentBranchServerTimesOut(t *testing.T) {
+	t.Parallel()
+	cfg := defaultConfig()
+	cfg.AcquireTimeout = 300 * time.Millisecond
+	p, fb, _ := setup(t, cfg, scriptSilent, nil)
+	_, err := p.connect(t, "dbname=app@feat")
+	if pe := pgError(t, err); pe.Code != "57P03" || pe.Detail != "" {
+		t.Errorf("SQLSTATE = %s (%q, %q), want 57P03 without an error id", pe.Code, pe.Message, pe.Detail)
+	}
+	fb.lease(t, 0).waitReleased(t)
+}
+
 func TestBranchServerErrorPassesThrough(t *testing.T) {
 	t.Parallel()
 	p, fb, _ := setup(t, defaultConfig(), scriptAuthError, nil)
