@@ -3,7 +3,6 @@ package branches
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -46,7 +45,7 @@ func (m *Manager) revive(ctx context.Context, b *branch, inst runtime.Instance) 
 	case <-time.After(time.Second): // a server that refuses connections but runs
 		return "", errServerAlive
 	case <-ctx.Done():
-		return "", fmt.Errorf("%w: %w", ErrNotReady, ctx.Err())
+		return "", ctx.Err()
 	}
 	for {
 		m.mu.Lock()
@@ -72,9 +71,6 @@ func (m *Manager) revive(ctx context.Context, b *branch, inst runtime.Instance) 
 		}
 		m.mu.Unlock()
 		if err := wait(ctx, o); err != nil {
-			if ctx.Err() != nil {
-				err = fmt.Errorf("%w: %w", ErrNotReady, err)
-			}
 			return "", err
 		}
 	}

@@ -68,16 +68,3 @@ func TestLeaseDialServerGoneForGood(t *testing.T) {
 		t.Error("the failed dial counts as a use of the branch")
 	}
 }
-
-// A server that exited under a lease and is still starting again when the
-// client's time is up fails with ErrNotReady (57P03), not the context's error.
-func TestReviveOutOfTime(t *testing.T) {
-	t.Parallel()
-	m := &Manager{}
-	b := &branch{op: &op{done: make(chan struct{})}}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-	defer cancel()
-	if _, err := m.revive(ctx, b, exitedInstance{}); !errors.Is(err, ErrNotReady) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("revive: %v, want ErrNotReady from the deadline", err)
-	}
-}

@@ -111,7 +111,7 @@ func (s *Server) session(conn, raw net.Conn, st clientStartup, log *zap.Logger, 
 	start := time.Now()
 	lease, err := s.branches.Acquire(ctx, route)
 	if err != nil {
-		s.refuse(conn, log, err)
+		s.refuse(conn, log, outOfTime(ctx, err))
 		return nil, false
 	}
 	lease, sc, reused, err := s.sessionOn(ctx, lease, route, log)
@@ -122,7 +122,7 @@ func (s *Server) session(conn, raw net.Conn, st clientStartup, log *zap.Logger, 
 	}
 	if err != nil {
 		lease.Release()
-		s.refuseStart(conn, lease, err, log)
+		s.refuseStart(conn, lease, outOfTime(ctx, err), log)
 		return nil, false
 	}
 	secret := s.cancelSecret(lease, sc, st.version, route.Params["database"])
@@ -152,6 +152,16 @@ func (s *Server) session(conn, raw net.Conn, st clientStartup, log *zap.Logger, 
 		return nil, true
 	}
 	return s.ended(e, out), false
+}
+
+// outOfTime marks err with errTimedOut when ctx's deadline has passed: the step
+// that failed may have noticed it first (a socket deadline set from it), before
+// ctx itself was cancelled.
+func outOfTime(ctx context.Context, err error) error {
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return fmt.Errorf("%w: %w", errTimedOut, err)
+	}
+	return err
 }
 
 // ending is what the end of a logged-in session needs, whenever it comes.

@@ -1,13 +1,11 @@
 package proxy
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
@@ -59,6 +57,10 @@ func (e *ClientError) Unwrap() error { return e.Err }
 
 // errProtocol marks a client that broke the protocol.
 var errProtocol = errors.New("protocol violation")
+
+// errTimedOut marks a start-up that failed once its own deadline had passed
+// (--startup-timeout): whatever the step that noticed, the client may try again.
+var errTimedOut = errors.New("timed out")
 
 // errNotSupported marks a request the proxy deliberately does not serve.
 var errNotSupported = errors.New("not supported")
@@ -134,7 +136,7 @@ func classify(err error) clientError {
 		return clientError{code: codeObjectInUse, message: "the branch is in use by other sessions", hint: "pgbranch.reset=on needs the branch to have no other session"}
 	case errors.Is(err, branches.ErrInvalid):
 		return clientError{code: codeInvalidParameter, message: "invalid branch request"}
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+	case errors.Is(err, errTimedOut):
 		// Last: a cause the engine named (above) says more than the clock running out.
 		return clientError{code: codeCannotConnectNow, message: "timed out preparing the branch",
 			hint: "try again; the server's --startup-timeout bounds how long a connection waits for its branch"}

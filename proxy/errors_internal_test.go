@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
 )
@@ -55,20 +56,28 @@ func TestClassifySourceRemoved(t *testing.T) {
 	}
 }
 
-// A branch server that did not answer the session's start-up before the
-// client's time ran out is 57P03, whichever clock said so: the context's, or the
-// socket deadline set from it. An engine error that names its cause keeps it.
-func TestClassifyTimedOut(t *testing.T) {
+// A start-up that failed once its own deadline had passed is 57P03, whichever
+// step noticed it first: the context, or a socket deadline set from it (which
+// may fire before the context is cancelled). An engine error that names its
+// cause keeps it, and a failure before the deadline stays what it was.
+func TestClassifyOutOfTime(t *testing.T) {
+	past, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+	defer cancel()
 	for _, err := range []error{
 		fmt.Errorf("dial branch server: %w", context.DeadlineExceeded),
 		fmt.Errorf("read startup response: %w", os.ErrDeadlineExceeded),
 	} {
-		if ce := classify(err); ce.code != "57P03" || ce.id != "" {
+		if ce := classify(outOfTime(past, err)); ce.code != "57P03" || ce.id != "" {
 			t.Errorf("%v: classified as %+v", err, ce)
 		}
 	}
-	err := fmt.Errorf("%w: %w", branches.ErrClosed, context.DeadlineExceeded)
-	if ce := classify(err); ce.code != "57P01" {
-		t.Errorf("%v: classified as %+v, want the shutdown's 57P01", err, ce)
+	if ce := classify(outOfTime(past, branches.ErrClosed)); ce.code != "57P01" {
+		t.Errorf("closed, out of time: classified as %+v, want the shutdown's 57P01", ce)
+	}
+	future, cancel2 := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel2()
+	inner := fmt.Errorf("wait for postgres to accept connections: %w", context.DeadlineExceeded)
+	if ce := classify(outOfTime(future, inner)); ce.code != "XX000" || ce.id == "" {
+		t.Errorf("an operation's own timeout, with time left: classified as %+v, want an internal error", ce)
 	}
 }
