@@ -99,6 +99,16 @@ func (b *branch) popOldestIdleLocked() io.Closer {
 	return c
 }
 
+// renewIdleLocked counts the sessions parked on b as parked at now: a claimed pool
+// member's sessions opened ahead are its new client's, whenever they were opened.
+func (b *branch) renewIdleLocked(now time.Time) {
+	for _, list := range b.idle {
+		for i := range list {
+			list[i].since = now
+		}
+	}
+}
+
 // takeAllIdleLocked removes every session parked on b, for the caller to close
 // once m.mu is released.
 func (b *branch) takeAllIdleLocked() []io.Closer {
@@ -141,7 +151,9 @@ func (m *Manager) closeIdle(b *branch) {
 	closeAll(all)
 }
 
-// expireIdle closes parked sessions older than Config.ServerIdleTimeout.
+// expireIdle closes parked sessions older than Config.ServerIdleTimeout. A pool
+// member's are kept: they were opened ahead for its first client, which may come
+// long after (the member itself runs for it meanwhile), and they are few.
 func (m *Manager) expireIdle() {
 	if m.cfg.ServerIdleTimeout <= 0 {
 		return
@@ -150,7 +162,9 @@ func (m *Manager) expireIdle() {
 	var all []io.Closer
 	m.mu.Lock()
 	for _, b := range m.branches {
-		all = append(all, b.takeExpiredIdleLocked(cutoff)...)
+		if !b.rec.Pooled {
+			all = append(all, b.takeExpiredIdleLocked(cutoff)...)
+		}
 	}
 	m.mu.Unlock()
 	closeAll(all)

@@ -88,6 +88,7 @@ func (m *Manager) claimLocked(k key, route router.Route, tried bool) *op {
 	// this use, so that a short test on a claimed branch pays no backend start
 	// for it.
 	member.rolesAt = now
+	member.renewIdleLocked(now)
 	m.branches[k] = member
 	m.running.Add(k, struct{}{})
 	return m.startOp(member, "claim", func(ctx context.Context) error {

@@ -56,15 +56,20 @@ func waitPool(t *testing.T, s *server, n int) {
 // connection's options, refilled, replaced after a refresh, and rebuilt after a crash.
 func TestWarmPool(t *testing.T) {
 	state := newStateDir(t)
-	s := startServer(t, state, "--warm", "2", "--reap-interval", "200ms", "--warm-user", "postgres")
+	const idleTimeout = 3 * time.Second
+	s := startServer(t, state, "--warm", "2", "--reap-interval", "200ms", "--warm-user", "postgres",
+		"--server-idle-timeout", idleTimeout.String())
 	s.seedSQL("app", lifecycleSQL)
 	waitPool(t, s, 2)
 	if got := s.branches(); len(got) != 0 {
 		t.Fatalf("branch ls shows pool members: %+v", got)
 	}
+	// The sessions opened ahead wait for the first client however long it takes:
+	// --server-idle-timeout is for sessions clients left.
+	time.Sleep(idleTimeout + time.Second)
 	for _, p := range s.pooled() {
 		if p.IdleServers == 0 {
-			t.Errorf("pool member %s has no server session opened ahead (--warm-user postgres)", p.Name)
+			t.Errorf("pool member %s has no server session opened ahead (--warm-user postgres) after %s", p.Name, idleTimeout+time.Second)
 		}
 	}
 
@@ -82,6 +87,12 @@ func TestWarmPool(t *testing.T) {
 	}
 	if m := s.metrics(t); !regexp.MustCompile(`pgbranch_proxy_server_sessions_reused_total [1-9]`).MatchString(m) {
 		t.Errorf("the claim forked a backend: no server session opened ahead was used\n%s", m)
+	}
+	// The second session opened ahead is the claimed branch's from the claim on,
+	// not expired at the next pass for having been opened long before.
+	time.Sleep(time.Second)
+	if n := s.branches()["claimed"].IdleServers; n != 1 {
+		t.Errorf("the claimed branch has %d sessions parked a second after its claim, want the second one opened ahead", n)
 	}
 	// The session opened ahead was warmed with a query; it left no unnamed
 	// statement behind, as a new session has none.
