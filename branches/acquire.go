@@ -154,6 +154,7 @@ func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, erro
 				return nil, fmt.Errorf("%w: branch %q has %d", ErrTooManySessions, k.name, b.sessions)
 			}
 			b.sessions++
+			b.peak = max(b.peak, b.sessions)
 			b.hadSession = true
 			l := &Lease{m: m, b: b, socket: b.inst.SocketPath(), Source: source, Branch: route.Branch, Created: created}
 			l.use.prev, l.use.at, l.use.inst = b.rec.LastUsedAt, m.now(), b.inst

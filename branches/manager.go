@@ -135,6 +135,7 @@ type branch struct {
 	rec      catalog.Branch
 	inst     runtime.Instance
 	sessions int
+	peak     int // the most sessions it had at once
 	op       *op
 	ops      uint64 // operations started on the branch, to tell a stale measurement
 
@@ -163,6 +164,7 @@ type sourceState struct {
 
 	lastClaim time.Time // when a connection last claimed one of its pool members
 	pace      poolPace  // how fast its pool is claimed in a burst and refilled
+	use       claimUse  // how its claimed members were used
 }
 
 // New opens the catalog in cfg.StateDir, reconciles what a previous run left behind

@@ -89,6 +89,7 @@ func (m *Manager) claimLocked(k key, route router.Route, tried bool) *op {
 	// for it.
 	member.rolesAt = now
 	member.renewIdleLocked(now)
+	s.use.claimed(member)
 	m.branches[k] = member
 	m.running.Add(k, struct{}{})
 	return m.startOp(member, "claim", func(ctx context.Context) error {
@@ -310,8 +311,10 @@ func (m *Manager) prewarm(ctx context.Context, b *branch) {
 	m.mu.Lock()
 	source, inst := b.rec.Source, b.inst
 	var keys []string
+	ahead := maxAhead
 	if s := m.sources[source]; s != nil {
 		keys = append(topKeys(s.keys, prewarmKeys), pw.UserKeys(s.clientDatabase())...)
+		ahead = s.use.ahead()
 	}
 	m.mu.Unlock()
 	if inst == nil {
@@ -330,7 +333,7 @@ func (m *Manager) prewarm(ctx context.Context, b *branch) {
 		seen[k] = true
 		n := 1
 		if i == 0 {
-			n = 2 // the most used key: a test often opens two connections at once
+			n = ahead
 		}
 		for range n {
 			c, err := pw.Open(ctx, dial, k)
