@@ -128,6 +128,25 @@ func (p *proxyServer) branch(ctx context.Context, name string) (branchInfo, erro
 	return branchInfo{}, fmt.Errorf("branch %q not listed", name)
 }
 
+// destroyBranches destroys every branch the proxy lists (pool members are not
+// listed), so that what an earlier phase left running does not weigh on the next.
+func (p *proxyServer) destroyBranches(ctx context.Context) error {
+	out, err := p.cli(ctx, "branch", "ls", "--json")
+	if err != nil {
+		return err
+	}
+	var list []branchInfo
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		return fmt.Errorf("branch ls --json: %w", err)
+	}
+	for _, b := range list {
+		if _, err := p.cli(ctx, "branch", "destroy", b.Name, "--source", b.Source, "--if-exists"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // waitIdle waits until the proxy has noticed that the branch's sessions ended, so
 // that stop, reset and destroy (which refuse busy branches) can be timed alone.
 // It returns the branch's listing.
