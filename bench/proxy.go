@@ -140,6 +140,9 @@ func (p *proxyServer) destroyBranches(ctx context.Context) error {
 		return fmt.Errorf("branch ls --json: %w", err)
 	}
 	for _, b := range list {
+		if _, err := p.waitIdle(ctx, b.Name); err != nil { // destroy refuses a branch in use
+			return err
+		}
 		if _, err := p.cli(ctx, "branch", "destroy", b.Name, "--source", b.Source, "--if-exists"); err != nil {
 			return err
 		}
