@@ -149,7 +149,7 @@ func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, erro
 				return err
 			})
 		case b.rec.State == catalog.Running && b.inst != nil:
-			if max := m.cfg.MaxSessions; max > 0 && b.sessions >= max {
+			if limit := m.cfg.MaxSessions; limit > 0 && b.sessions >= limit {
 				m.mu.Unlock()
 				return nil, fmt.Errorf("%w: branch %q has %d", ErrTooManySessions, k.name, b.sessions)
 			}
