@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -112,12 +111,8 @@ func noFork(ctx context.Context, e *env, d *dataset, rep *report) error {
 func (p *proxyServer) waitPooled(ctx context.Context, n int) error {
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		out, err := p.cli(ctx, "branch", "ls", "--all", "--json")
+		list, err := p.branches(ctx, true)
 		if err != nil {
-			return err
-		}
-		var list []branchInfo
-		if err := json.Unmarshal([]byte(out), &list); err != nil {
 			return err
 		}
 		ready := 0

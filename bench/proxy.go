@@ -110,15 +110,29 @@ type branchInfo struct {
 	CreateMS   int64  `json:"create_ms"`
 }
 
-// branch returns the listing of one branch.
-func (p *proxyServer) branch(ctx context.Context, name string) (branchInfo, error) {
-	out, err := p.cli(ctx, "branch", "ls", "--json")
+// branches returns the proxy's listing (`branch ls --json`, with pool members when
+// all is set).
+func (p *proxyServer) branches(ctx context.Context, all bool) ([]branchInfo, error) {
+	args := []string{"branch", "ls", "--json"}
+	if all {
+		args = append(args, "--all")
+	}
+	out, err := p.cli(ctx, args...)
 	if err != nil {
-		return branchInfo{}, err
+		return nil, err
 	}
 	var list []branchInfo
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
-		return branchInfo{}, fmt.Errorf("branch ls --json: %w", err)
+		return nil, fmt.Errorf("%s: %w", strings.Join(args, " "), err)
+	}
+	return list, nil
+}
+
+// branch returns the listing of one branch.
+func (p *proxyServer) branch(ctx context.Context, name string) (branchInfo, error) {
+	list, err := p.branches(ctx, false)
+	if err != nil {
+		return branchInfo{}, err
 	}
 	for _, b := range list {
 		if b.Name == name {
@@ -131,13 +145,9 @@ func (p *proxyServer) branch(ctx context.Context, name string) (branchInfo, erro
 // destroyBranches destroys every branch the proxy lists (pool members are not
 // listed), so that what an earlier phase left running does not weigh on the next.
 func (p *proxyServer) destroyBranches(ctx context.Context) error {
-	out, err := p.cli(ctx, "branch", "ls", "--json")
+	list, err := p.branches(ctx, false)
 	if err != nil {
 		return err
-	}
-	var list []branchInfo
-	if err := json.Unmarshal([]byte(out), &list); err != nil {
-		return fmt.Errorf("branch ls --json: %w", err)
 	}
 	for _, b := range list {
 		if _, err := p.waitIdle(ctx, b.Name); err != nil { // destroy refuses a branch in use
