@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/proxy/sockmap"
@@ -91,6 +92,14 @@ func (k *kernelRelay) forwardInitial(ks *ksession, d sockmap.Dir) error {
 	}
 }
 
+// handoffBufs hold readSource's buffers. A read must take a whole skb off the
+// server's unix socket: the kernel's verdict path takes the skbs left on the
+// socket whole, so the part of one a short read took would reach the client a
+// second time (seen as 8 MiB streamed at the splice arriving with tens of KiB
+// more). A unix stream skb is at most half the sender's send buffer (about 104
+// KiB by default); 1 MiB covers a send buffer raised eightfold.
+var handoffBufs = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+
 // readSource reads direction d's source until it has nothing more, or at least
 // limit bytes (0: no limit), and writes what it read on. It stops at EOF.
 func (k *kernelRelay) readSource(ks *ksession, d sockmap.Dir, limit int) (int, error) {
@@ -98,7 +107,9 @@ func (k *kernelRelay) readSource(ks *ksession, d sockmap.Dir, limit int) (int, e
 	if d == sockmap.ToClient {
 		src = ks.sfd
 	}
-	buf := make([]byte, 64<<10)
+	bp := handoffBufs.Get().(*[]byte)
+	defer handoffBufs.Put(bp)
+	buf := *bp
 	read := 0
 	for limit <= 0 || read < limit {
 		n, err := unix.Read(src, buf)
