@@ -31,16 +31,24 @@ var (
 // the code and the body after the length word (code included). It reads exactly the
 // packet's bytes.
 func readStartup(r io.Reader, max int) (code uint32, body []byte, err error) {
-	var hdr [4]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+	// The length word and the code in one read where they arrive together (a
+	// system call less per packet): every valid packet has both, so the read
+	// cannot reach into whatever the client sends next.
+	var hdr [minStartup]byte
+	got, err := io.ReadAtLeast(r, hdr[:], 4)
+	if err != nil {
 		return 0, nil, err
 	}
-	n := binary.BigEndian.Uint32(hdr[:])
+	n := binary.BigEndian.Uint32(hdr[:4])
 	if n < minStartup || n > uint32(max) {
 		return 0, nil, fmt.Errorf("%w (%d bytes)", errStartupLength, n)
 	}
 	body = make([]byte, n-4)
-	if _, err := io.ReadFull(r, body); err != nil {
+	copy(body, hdr[4:got])
+	if _, err := io.ReadFull(r, body[got-4:]); err != nil {
+		if got > 4 && err == io.EOF {
+			err = io.ErrUnexpectedEOF // part of the packet came
+		}
 		return 0, nil, err
 	}
 	return binary.BigEndian.Uint32(body), body, nil

@@ -121,14 +121,38 @@ func TestReadStartupDoesNotWaitForMore(t *testing.T) {
 	}
 }
 
+// TestReadStartupReadCount checks that a packet that arrived whole is read in as few
+// reads as its framing allows: a request of 8 bytes in one, any longer packet in two.
+func TestReadStartupReadCount(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		in   []byte
+		want int
+	}{
+		{"SSLRequest", startupPacket(codeSSL, nil), 1},
+		{"StartupMessage", validStartup(t), 2},
+	} {
+		r := &strictReader{t: t, data: tt.in}
+		if _, _, err := readStartup(r, DefaultMaxStartupPacket); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if r.reads != tt.want {
+			t.Errorf("%s: %d reads, want %d", tt.name, r.reads, tt.want)
+		}
+	}
+}
+
 // strictReader serves data and fails the test on any read after it is exhausted,
 // standing in for a connection whose next read would block.
 type strictReader struct {
-	t    *testing.T
-	data []byte
+	t     *testing.T
+	data  []byte
+	reads int
 }
 
 func (r *strictReader) Read(p []byte) (int, error) {
+	r.reads++
 	if len(r.data) == 0 {
 		r.t.Error("read past the end of the packet")
 		return 0, io.EOF
