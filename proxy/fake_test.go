@@ -246,7 +246,6 @@ type fakeBranches struct {
 	parks  atomic.Int32           // Park calls
 }
 
-// parked returns how many server sessions are parked.
 // waitParks waits until Park has been called n times in all.
 func (b *fakeBranches) waitParks(t *testing.T, n int32) {
 	t.Helper()
@@ -259,6 +258,7 @@ func (b *fakeBranches) waitParks(t *testing.T, n int32) {
 	}
 }
 
+// parked returns how many server sessions are parked.
 func (b *fakeBranches) parked() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()

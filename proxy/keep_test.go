@@ -71,15 +71,15 @@ func (l *keeperLease) DialNew(ctx context.Context) (net.Conn, error) {
 }
 
 // chain starts a node (a proxy that keeps connections when keep is set, in front
-// of a fake branch server) and a front before it.
-func chain(t *testing.T, goroutine, keep bool) (front, node *testProxy, kb *keeperBranches, fs *fakeServer) {
+// of a fake branch server) and a front before it; nb is the node's branches.
+func chain(t *testing.T, goroutine, keep bool) (front, node *testProxy, kb *keeperBranches, nb *fakeBranches, fs *fakeServer) {
 	cfg := reuseConfig(goroutine)
 	cfg.KeepConns = keep
-	node, _, fs = setup(t, cfg, scriptOK, nil)
+	node, nb, fs = setup(t, cfg, scriptOK, nil)
 	kb = &keeperBranches{addr: node.addr}
 	fcfg := defaultConfig()
 	fcfg.GoroutineRelay = goroutine
-	return startProxy(t, fcfg, kb), node, kb, fs
+	return startProxy(t, fcfg, kb), node, kb, nb, fs
 }
 
 // waitKept waits until the front keeps n connections.
@@ -101,12 +101,15 @@ func (b *keeperBranches) waitKept(t *testing.T, n int) {
 // inside a transaction does not leave its connection.
 func TestKeptConnection(t *testing.T) {
 	relays(t, func(t *testing.T, goroutine bool) {
-		front, node, kb, fs := chain(t, goroutine, true)
+		front, node, kb, nb, fs := chain(t, goroutine, true)
 		for i := range 3 {
 			c := front.mustConnect(t, "dbname=app@feat")
 			query(t, c)
 			closeConn(t, c)
 			kb.waitKept(t, 1)
+			// The node parks its server session once it is reset; a session
+			// that came sooner would start another, as any client's would.
+			nb.waitParks(t, int32(i+1))
 			if i == 0 {
 				recv(t, fs.startups, "the branch server's start-up")
 			}
@@ -138,7 +141,7 @@ func TestKeptConnection(t *testing.T) {
 // start-up, serves the session, and the front closes the connection after it.
 func TestKeptConnectionRefused(t *testing.T) {
 	relays(t, func(t *testing.T, goroutine bool) {
-		front, node, kb, _ := chain(t, goroutine, false)
+		front, node, kb, _, _ := chain(t, goroutine, false)
 		for range 2 {
 			c := front.mustConnect(t, "dbname=app@feat")
 			query(t, c)
@@ -154,7 +157,7 @@ func TestKeptConnectionRefused(t *testing.T) {
 // replaced by a new one for the session that took it, not by another kept one
 // (which may be gone too).
 func TestKeptConnectionGone(t *testing.T) {
-	front, node, kb, _ := chain(t, false, true)
+	front, node, kb, _, _ := chain(t, false, true)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +194,7 @@ func TestKeptConnectionGone(t *testing.T) {
 // TestKeptConnectionDrain: a node's drain closes the connections kept idle
 // between sessions instead of waiting for them.
 func TestKeptConnectionDrain(t *testing.T) {
-	front, node, kb, _ := chain(t, false, true)
+	front, node, kb, _, _ := chain(t, false, true)
 	c := front.mustConnect(t, "dbname=app@feat")
 	query(t, c)
 	closeConn(t, c)
