@@ -45,6 +45,20 @@ func readPosition(fd int) (uint64, error) {
 	return 0, errors.New("client bytes keep arriving")
 }
 
+// readAhead forwards what the server sent before the splice, before its socket
+// joins the map. Once it has joined, each packet that arrives makes the kernel take
+// the oldest one still queued and hand it over after releasing the socket, so a read
+// in between can return a packet queued behind it (out of order), or the rest of
+// one a read took part of (twice). Read ahead, the queue is empty at the splice
+// but for what arrives in between: a server answers nothing until the held client
+// bytes reach it, and only its own notices and notifications can come. It reports
+// whether the server closed; another error (the client stopped reading) shows again
+// on the writes after the splice, which end the session as they would have.
+func (k *kernelRelay) readAhead(ks *ksession) (serverClosed bool) {
+	_, err := k.readSource(ks, sockmap.ToClient, 0)
+	return errors.Is(err, errEOF)
+}
+
 // forwardInitial forwards what held direction d's source had before and since the
 // splice, writing it on directly, until the source is quiet, and sets Ack to the
 // handed bytes among those read (the rest were never seen by the program).

@@ -48,6 +48,16 @@ func (k *kernelRelay) relay(client *net.TCPConn, backend *net.UnixConn, writeTim
 	if err == nil {
 		ks.cino, err = socketInode(cfd)
 	}
+	if err == nil && k.readAhead(ks) {
+		// The server closed before the splice, and its last words are forwarded.
+		unix.Close(cfd)
+		unix.Close(sfd)
+		client.Close()
+		backend.Close()
+		stats.start(RelayKernel)
+		stats.stop(RelayKernel)
+		return RelayResult{End: EndServerClosed, Relay: RelayKernel}, nil
+	}
 	if err == nil {
 		ks.sm, err = k.sm.Add(cfd, sfd)
 	}

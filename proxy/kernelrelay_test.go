@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"bytes"
+	"github.com/pgbranchproxy/pgbranchproxy/proxy/sockmap"
+	"golang.org/x/sys/unix"
 	"io"
 	"net"
 	"os"
@@ -226,6 +228,87 @@ func TestKernelRelayServerClose(t *testing.T) {
 	}
 	if res := run.wait(t); res.End != EndServerClosed || res.Backend != nil {
 		t.Fatalf("end %v, backend %v", res.End, res.Backend)
+	}
+}
+
+// A server with bytes queued at the splice, more than a read takes at once (its
+// send buffer raised, as by an operator's net.core.wmem_default), that sends a few
+// short messages of its own while the splice is made (notifications) and streams
+// once it is made: the client gets every byte once, in order.
+func TestKernelRelayServerQueuedAtSplice(t *testing.T) {
+	k := newTestKernelRelay(t, 4<<20)
+	p := newKernelPair(t)
+	raw, err := p.server.(*net.UnixConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Control(func(fd uintptr) {
+		err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 16<<20)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 12<<20)
+	for i := range want {
+		want[i] = byte(i / 4093) // runs no nearby offset repeats
+	}
+	queued, notes := 6<<20, 6<<20+20*200
+	if _, err := p.server.Write(want[:queued]); err != nil {
+		t.Fatal(err)
+	}
+	run := startRelay(t, k, p)
+	go func() {
+		defer p.server.Close()
+		for at := queued; at < notes; at += 200 {
+			if _, err := p.server.Write(want[at : at+200]); err != nil {
+				return
+			}
+			time.Sleep(500 * time.Microsecond)
+		}
+		ks := splicedSession(t, k)
+		if !waitFor(time.Now().Add(5*time.Second), time.Millisecond, func() bool {
+			return ks.sm.Slot(sockmap.ToClient).Hold == 0 && ks.sm.Slot(sockmap.ToServer).Hold == 0
+		}) {
+			t.Error("the splice was not made")
+			return
+		}
+		for b := want[notes:]; len(b) > 0; b = b[min(len(b), 3001):] {
+			if _, err := p.server.Write(b[:min(len(b), 3001)]); err != nil {
+				return
+			}
+		}
+	}()
+	got, err := io.ReadAll(p.client)
+	if err != nil || !bytes.Equal(got, want) {
+		at := 0
+		for at < min(len(got), len(want)) && got[at] == want[at] {
+			at++
+		}
+		t.Fatalf("client got %d of %d bytes, the first wrong one at %d: %v", len(got), len(want), at, err)
+	}
+	if res := run.wait(t); res.End != EndServerClosed {
+		t.Fatalf("end %v", res.End)
+	}
+}
+
+// A server that said its last words and closed before the splice: the client gets
+// them and the end, and nothing joins the maps.
+func TestKernelRelayServerClosedBeforeSplice(t *testing.T) {
+	k := newTestKernelRelay(t, 4<<20)
+	p := newKernelPair(t)
+	last := pgMsg('E', "SFATAL\x00C57P01\x00Mterminating connection\x00\x00")
+	p.server.Write(last)
+	p.server.Close()
+	run := startRelay(t, k, p)
+	got, err := io.ReadAll(p.client)
+	if err != nil || !bytes.Equal(got, last) {
+		t.Fatalf("client got %q: %v", got, err)
+	}
+	if res := run.wait(t); res.End != EndServerClosed || res.Backend != nil {
+		t.Fatalf("end %v, backend %v", res.End, res.Backend)
+	}
+	if tcp, uds := k.entries(); tcp != 0 || uds != 0 {
+		t.Fatalf("%d TCP and %d unix sockets in the maps", tcp, uds)
 	}
 }
 
