@@ -3,10 +3,13 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/proxy/sockmap"
+	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 )
 
@@ -51,12 +54,43 @@ func readPosition(fd int) (uint64, error) {
 // in between can return a packet queued behind it (out of order), or the rest of
 // one a read took part of (twice). Read ahead, the queue is empty at the splice
 // but for what arrives in between: a server answers nothing until the held client
-// bytes reach it, and only its own notices and notifications can come. It reports
-// whether the server closed; another error (the client stopped reading) shows again
-// on the writes after the splice, which end the session as they would have.
-func (k *kernelRelay) readAhead(ks *ksession) (serverClosed bool) {
+// bytes reach it, and only its own notices and notifications can come. An error
+// ends the session before the splice (endBeforeSplice).
+func (k *kernelRelay) readAhead(ks *ksession) error {
 	_, err := k.readSource(ks, sockmap.ToClient, 0)
-	return errors.Is(err, errEOF)
+	return err
+}
+
+// endBeforeSplice says how a session whose read-ahead failed with err ended: the
+// client did not take the server's bytes within the write timeout, or could not
+// take them, or the server closed (its last words forwarded) or broke.
+func endBeforeSplice(err error) RelayEnd {
+	switch {
+	case errors.Is(err, errForward) && errors.Is(err, os.ErrDeadlineExceeded):
+		return EndStalled
+	case errors.Is(err, errForward):
+		return EndClientClosed
+	default:
+		return EndServerClosed
+	}
+}
+
+// endUnspliced ends a session that never joined the maps: both sockets close (the
+// server's may be anywhere in its stream), the client's by a reset when it
+// stalled, as finish does.
+func (k *kernelRelay) endUnspliced(ks *ksession, client *net.TCPConn, backend *net.UnixConn, end RelayEnd,
+	stats *RelayStats, log *zap.Logger) RelayResult {
+	if end == EndStalled {
+		unix.SetsockoptLinger(ks.cfd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+	}
+	unix.Close(ks.cfd)
+	unix.Close(ks.sfd)
+	client.Close()
+	backend.Close()
+	stats.start(RelayKernel)
+	stats.stop(RelayKernel)
+	log.Debug("kernel relay: session ended before the splice", zap.Stringer("end", end))
+	return RelayResult{End: end, Relay: RelayKernel}
 }
 
 // forwardInitial forwards what held direction d's source had before and since the

@@ -24,7 +24,7 @@ const (
 // socket when the session ended with it usable. left is called once the client has
 // left and its last bytes went on to the server, before the server session is
 // looked at (see finish). An error means the session could not be spliced and both
-// connections are untouched.
+// connections are untouched (nothing was read from either).
 func (k *kernelRelay) relay(client *net.TCPConn, backend *net.UnixConn, writeTimeout time.Duration,
 	stats *RelayStats, left func(), log *zap.Logger) (RelayResult, error) {
 	cfd, err := dupSocket(client)
@@ -48,22 +48,21 @@ func (k *kernelRelay) relay(client *net.TCPConn, backend *net.UnixConn, writeTim
 	if err == nil {
 		ks.cino, err = socketInode(cfd)
 	}
-	if err == nil && k.readAhead(ks) {
-		// The server closed before the splice, and its last words are forwarded.
-		unix.Close(cfd)
-		unix.Close(sfd)
-		client.Close()
-		backend.Close()
-		stats.start(RelayKernel)
-		stats.stop(RelayKernel)
-		return RelayResult{End: EndServerClosed, Relay: RelayKernel}, nil
-	}
 	if err == nil {
+		if ahead := k.readAhead(ks); ahead != nil {
+			return k.endUnspliced(ks, client, backend, endBeforeSplice(ahead), stats, log), nil
+		}
 		ks.sm, err = k.sm.Add(cfd, sfd)
 	}
 	if err == nil && !k.register(ks) {
 		ks.sm.Remove()
 		err = errKernelRelayStopped
+	}
+	if err != nil && ks.consumed[sockmap.ToClient] > 0 {
+		// Server bytes went on already, so another relay would start inside a
+		// message: the session ends here.
+		log.Warn("kernel relay: splice failed after the server's first bytes went on; session ended", zap.Error(err))
+		return k.endUnspliced(ks, client, backend, EndServerClosed, stats, log), nil
 	}
 	if err != nil {
 		unix.Close(cfd)

@@ -2,8 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"github.com/pgbranchproxy/pgbranchproxy/proxy/sockmap"
-	"golang.org/x/sys/unix"
 	"io"
 	"net"
 	"os"
@@ -13,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgbranchproxy/pgbranchproxy/proxy/sockmap"
 	"go.uber.org/zap/zaptest"
+	"golang.org/x/sys/unix"
 )
 
 // kernelPair is a session's sockets: the client's end and the proxy's (TCP), the
@@ -265,9 +265,14 @@ func TestKernelRelayServerQueuedAtSplice(t *testing.T) {
 			}
 			time.Sleep(500 * time.Microsecond)
 		}
-		ks := splicedSession(t, k)
+		var ks *ksession // splicedSession would call t.Fatal off the test's goroutine
 		if !waitFor(time.Now().Add(5*time.Second), time.Millisecond, func() bool {
-			return ks.sm.Slot(sockmap.ToClient).Hold == 0 && ks.sm.Slot(sockmap.ToServer).Hold == 0
+			k.mu.Lock()
+			defer k.mu.Unlock()
+			for s := range k.sessions {
+				ks = s
+			}
+			return ks != nil && ks.sm.Slot(sockmap.ToClient).Hold == 0 && ks.sm.Slot(sockmap.ToServer).Hold == 0
 		}) {
 			t.Error("the splice was not made")
 			return
@@ -300,12 +305,47 @@ func TestKernelRelayServerClosedBeforeSplice(t *testing.T) {
 	p.server.Write(last)
 	p.server.Close()
 	run := startRelay(t, k, p)
+	p.client.SetReadDeadline(time.Now().Add(10 * time.Second))
 	got, err := io.ReadAll(p.client)
 	if err != nil || !bytes.Equal(got, last) {
 		t.Fatalf("client got %q: %v", got, err)
 	}
 	if res := run.wait(t); res.End != EndServerClosed || res.Backend != nil {
 		t.Fatalf("end %v, backend %v", res.End, res.Backend)
+	}
+	if tcp, uds := k.entries(); tcp != 0 || uds != 0 {
+		t.Fatalf("%d TCP and %d unix sockets in the maps", tcp, uds)
+	}
+}
+
+// A client that does not read what the server had queued at the splice: it is
+// cut off after the write timeout, having received a clean prefix, and the
+// session ends there instead of being spliced without the bytes it missed.
+func TestKernelRelayClientStalledBeforeSplice(t *testing.T) {
+	k := newTestKernelRelay(t, 4<<20)
+	p := newKernelPair(t)
+	p.client.(*net.TCPConn).SetReadBuffer(64 << 10)
+	p.proxyClient.SetWriteBuffer(64 << 10)
+	queued := bytes.Repeat([]byte("0123456789abcdef"), 40<<10) // 640 KiB
+	go p.server.Write(queued)
+	time.Sleep(50 * time.Millisecond) // queued before the splice
+	r := &relayRun{done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.res, r.err = k.relay(p.proxyClient, p.proxyBackend, 300*time.Millisecond, newRelayStats(RelayKernel), func() {}, zaptest.NewLogger(t))
+	}()
+	select {
+	case <-r.done:
+	case <-time.After(3 * time.Second):
+		p.server.Close() // let a relay that spliced anyway end
+	}
+	if res := r.wait(t); res.End != EndStalled {
+		t.Errorf("end %v, want %v", res.End, EndStalled)
+	}
+	p.client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, _ := io.ReadAll(p.client) // ends in a reset
+	if !bytes.HasPrefix(queued, got) {
+		t.Fatalf("client got %d bytes that are not a prefix of what the server sent", len(got))
 	}
 	if tcp, uds := k.entries(); tcp != 0 || uds != 0 {
 		t.Fatalf("%d TCP and %d unix sockets in the maps", tcp, uds)
