@@ -55,16 +55,17 @@ func readPosition(fd int) (uint64, error) {
 // one a read took part of (twice). Read ahead, the queue is empty at the splice
 // but for what arrives in between: a server answers nothing until the held client
 // bytes reach it, and only its own notices and notifications can come. An error
-// ends the session before the splice (endBeforeSplice).
+// ends the session before the splice (toClientEnd).
 func (k *kernelRelay) readAhead(ks *ksession) error {
 	_, err := k.readSource(ks, sockmap.ToClient, 0)
 	return err
 }
 
-// endBeforeSplice says how a session whose read-ahead failed with err ended: the
-// client did not take the server's bytes within the write timeout, or could not
-// take them, or the server closed (its last words forwarded) or broke.
-func endBeforeSplice(err error) RelayEnd {
+// toClientEnd says how a session ended when moving the server's bytes to the
+// client failed with err: the client did not take them within the write timeout
+// (cut off, as on the pumps), or could not take them, or the server closed (its
+// last words forwarded) or broke.
+func toClientEnd(err error) RelayEnd {
 	switch {
 	case errors.Is(err, errForward) && errors.Is(err, os.ErrDeadlineExceeded):
 		return EndStalled

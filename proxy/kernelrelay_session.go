@@ -23,7 +23,8 @@ const (
 // every packet); the result's Backend is a new connection on the same server
 // socket when the session ended with it usable. left is called once the client has
 // left and its last bytes went on to the server, before the server session is
-// looked at (see finish). An error means the session could not be spliced and both
+// looked at (see finish), on every spliced session (one that ends before the
+// splice leaves that to the caller, as the pumps do). An error means the session could not be spliced and both
 // connections are untouched (nothing was read from either).
 func (k *kernelRelay) relay(client *net.TCPConn, backend *net.UnixConn, writeTimeout time.Duration,
 	stats *RelayStats, left func(), log *zap.Logger) (RelayResult, error) {
@@ -50,7 +51,7 @@ func (k *kernelRelay) relay(client *net.TCPConn, backend *net.UnixConn, writeTim
 	}
 	if err == nil {
 		if ahead := k.readAhead(ks); ahead != nil {
-			return k.endUnspliced(ks, client, backend, endBeforeSplice(ahead), stats, log), nil
+			return k.endUnspliced(ks, client, backend, toClientEnd(ahead), stats, log), nil
 		}
 		ks.sm, err = k.sm.Add(cfd, sfd)
 	}
@@ -97,7 +98,7 @@ func (k *kernelRelay) carry(ks *ksession, stats *RelayStats) RelayEnd {
 	// nothing is queued for the server's socket then, so what the program hands
 	// over is readable at once.
 	if err := k.forwardInitial(ks, sockmap.ToClient); err != nil {
-		return EndServerClosed
+		return toClientEnd(err)
 	}
 	if err := k.forwardInitial(ks, sockmap.ToServer); err != nil {
 		return ks.clientEnd()
@@ -113,7 +114,7 @@ func (k *kernelRelay) carry(ks *ksession, stats *RelayStats) RelayEnd {
 				if d == sockmap.ToServer {
 					return ks.clientEnd()
 				}
-				return EndServerClosed
+				return toClientEnd(err)
 			}
 		}
 	}

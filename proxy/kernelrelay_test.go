@@ -2,6 +2,9 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -326,7 +329,10 @@ func TestKernelRelayClientStalledBeforeSplice(t *testing.T) {
 	p := newKernelPair(t)
 	p.client.(*net.TCPConn).SetReadBuffer(64 << 10)
 	p.proxyClient.SetWriteBuffer(64 << 10)
-	queued := bytes.Repeat([]byte("0123456789abcdef"), 40<<10) // 640 KiB
+	queued := make([]byte, 640<<10)
+	for i := 0; i < len(queued); i += 4 {
+		binary.BigEndian.PutUint32(queued[i:], uint32(i)) // no gap or repeat looks like a prefix
+	}
 	go p.server.Write(queued)
 	time.Sleep(50 * time.Millisecond) // queued before the splice
 	r := &relayRun{done: make(chan struct{})}
@@ -344,11 +350,31 @@ func TestKernelRelayClientStalledBeforeSplice(t *testing.T) {
 	}
 	p.client.SetReadDeadline(time.Now().Add(10 * time.Second))
 	got, _ := io.ReadAll(p.client) // ends in a reset
-	if !bytes.HasPrefix(queued, got) {
+	if len(got) == 0 || !bytes.HasPrefix(queued, got) {
 		t.Fatalf("client got %d bytes that are not a prefix of what the server sent", len(got))
 	}
 	if tcp, uds := k.entries(); tcp != 0 || uds != 0 {
 		t.Fatalf("%d TCP and %d unix sockets in the maps", tcp, uds)
+	}
+}
+
+// How a session ends when the server's bytes could not be moved to the client:
+// before the splice (read-ahead) and after it (forwardInitial, forwardHeld) alike.
+func TestToClientEnd(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want RelayEnd
+	}{
+		{fmt.Errorf("%w: %w", errForward, os.ErrDeadlineExceeded), EndStalled},
+		{fmt.Errorf("%w: %w", errForward, unix.EPIPE), EndClientClosed},
+		{fmt.Errorf("%w: %w", errForward, unix.ECONNRESET), EndClientClosed},
+		{errEOF, EndServerClosed},
+		{unix.ECONNRESET, EndServerClosed}, // a read of the server's socket
+		{errors.New("the splice did not settle"), EndServerClosed},
+	} {
+		if got := toClientEnd(tt.err); got != tt.want {
+			t.Errorf("toClientEnd(%v) = %v, want %v", tt.err, got, tt.want)
+		}
 	}
 }
 

@@ -50,8 +50,9 @@ func (e RelayEnd) String() string {
 type RelayResult struct {
 	End RelayEnd
 	// Backend is the branch server connection when the relay leaves it open and
-	// usable (the kernel relay, on EndTerminate, EndClientClosed and EndStalled):
-	// the caller closes it or keeps it. Nil when the relay closed it.
+	// usable (the kernel relay, on EndTerminate, EndClientClosed and EndStalled of
+	// a spliced session): the caller closes it or keeps it. Nil when the relay
+	// closed it.
 	Backend net.Conn
 	// Relay names the relay that carried the session last: kernel, epoll or
 	// goroutine.
