@@ -78,11 +78,20 @@ func toClientEnd(err error) RelayEnd {
 
 // endUnspliced ends a session that never joined the maps: both sockets close (the
 // server's may be anywhere in its stream), the client's by a reset when it
-// stalled, as finish does.
+// stalled, as finish does. Otherwise what the client sent for the server is read
+// and dropped first: closing a socket with unread bytes resets the connection,
+// which can cost the client the server's last words still on their way.
 func (k *kernelRelay) endUnspliced(ks *ksession, client *net.TCPConn, backend *net.UnixConn, end RelayEnd,
 	stats *RelayStats, log *zap.Logger) RelayResult {
 	if end == EndStalled {
 		unix.SetsockoptLinger(ks.cfd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+	} else {
+		var scratch [16 << 10]byte
+		for range 64 { // at most 1 MiB: a client that keeps sending gets its reset
+			if n, err := unix.Read(ks.cfd, scratch[:]); n <= 0 || err != nil {
+				break
+			}
+		}
 	}
 	unix.Close(ks.cfd)
 	unix.Close(ks.sfd)
