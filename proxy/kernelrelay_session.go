@@ -24,8 +24,9 @@ const (
 // socket when the session ended with it usable. left is called once the client has
 // left and its last bytes went on to the server, before the server session is
 // looked at (see finish), on every spliced session (one that ends before the
-// splice leaves that to the caller, as the pumps do). An error means the session could not be spliced and both
-// connections are untouched (nothing was read from either).
+// splice leaves that to the caller, as the pumps do). An error means the session
+// could not be spliced and both connections are untouched (nothing was read from
+// either).
 func (k *kernelRelay) relay(client *net.TCPConn, backend *net.UnixConn, writeTimeout time.Duration,
 	stats *RelayStats, left func(), log *zap.Logger) (RelayResult, error) {
 	cfd, err := dupSocket(client)

@@ -28,8 +28,8 @@ var (
 
 // readStartup reads one startup-phase packet: a 4-byte length that counts itself,
 // then a 4-byte code (protocol version or request code), then the rest. It returns
-// the code and the body after the length word (code included). It reads exactly the
-// packet's bytes.
+// the code and the body after the length word (code included). It reads exactly a
+// valid packet's bytes; of a packet whose length is invalid, up to 8.
 func readStartup(r io.Reader, max int) (code uint32, body []byte, err error) {
 	// The length word and the code in one read where they arrive together (a
 	// system call less per packet): every valid packet has both, so the read
