@@ -56,8 +56,12 @@ func (l *Lease) Release() {
 		l.use.release(l.b, l.m.now())
 		l.m.signalRoomLocked()
 		kick := l.b.sessions == 0 && (l.b.rec.Ephemeral || l.b.overQuota)
+		later := kick && !l.b.overQuota && l.m.claimingLocked(l.b.rec.Source)
 		l.m.mu.Unlock()
-		if kick {
+		switch {
+		case later:
+			l.m.reapSoon() // the destroy would wait anyway (burst.go)
+		case kick:
 			l.m.kickReaper()
 		}
 	})
@@ -69,6 +73,17 @@ func (l *Lease) Release() {
 // branch; if ctx ends first Acquire returns an error wrapping ErrNotReady and the work
 // goes on.
 func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, error) {
+	return m.acquire(ctx, route, false)
+}
+
+// acquireExisting is Acquire for the engine's own work on a branch that must exist
+// (a diff, a fork's parent, a snapshot): it creates none, and an ephemeral branch
+// whose last session ended is not found.
+func (m *Manager) acquireExisting(ctx context.Context, route router.Route) (*Lease, error) {
+	return m.acquire(ctx, route, true)
+}
+
+func (m *Manager) acquire(ctx context.Context, route router.Route, existing bool) (*Lease, error) {
 	source, err := m.resolveSource(ctx, route)
 	if err != nil {
 		return nil, err
@@ -89,6 +104,9 @@ func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, erro
 		b := m.branches[k]
 		var o *op
 		switch {
+		case existing && (b == nil || b.ended()):
+			m.mu.Unlock()
+			return nil, fmt.Errorf("branch %q of source %q: %w", k.name, k.source, ErrNotFound)
 		case b == nil:
 			if o = m.claimLocked(k, route, claimed); o != nil {
 				created, resetDone = true, true // a member is at its base already
@@ -128,6 +146,16 @@ func (m *Manager) Acquire(ctx context.Context, route router.Route) (*Lease, erro
 		case b.rec.State == catalog.Lost:
 			m.mu.Unlock()
 			return nil, fmt.Errorf("branch %q: %w", k.name, ErrLost)
+		case b.ended():
+			// Gone for its clients, its destroy held back (burst.go): this
+			// connection gets a new branch of the name once it is done.
+			o = m.startOp(b, "destroy", func(ctx context.Context) error {
+				err := m.destroyBranch(ctx, b, "ephemeral: its last session ended")
+				if err == nil {
+					m.cfg.Metrics.action("destroy", "ephemeral")
+				}
+				return err
+			})
 		case serverExited(b):
 			o = m.recordExitLocked(b) // never lease a dead server's socket
 		case b.overQuota:
@@ -241,12 +269,16 @@ func (m *Manager) roomLocked() (*op, error) {
 	if m.runningLocked() < limit {
 		return nil, nil
 	}
-	for _, k := range m.running.Keys() { // pool members go first
+	for _, k := range m.running.Keys() { // pool members and ended ephemeral branches go first
 		b := m.branches[k]
-		if b != nil && b.rec.Pooled && b.op == nil {
+		if b != nil && (b.rec.Pooled || b.ended()) && b.op == nil {
+			reason := "max running: warm pool member makes room"
+			if b.ended() {
+				reason = "max running: ephemeral branch whose last session ended makes room"
+			}
 			m.cfg.Metrics.action("evict", "max_running")
 			return m.startOp(b, "destroy", func(ctx context.Context) error {
-				return m.destroyBranch(ctx, b, "max running: warm pool member makes room")
+				return m.destroyBranch(ctx, b, reason)
 			}), nil
 		}
 	}
@@ -314,7 +346,7 @@ func (m *Manager) newBranchLocked(k key, route router.Route) (*branch, error) {
 		if from == k.name {
 			return nil, fmt.Errorf("%w: branch %q cannot be its own parent", ErrInvalid, from)
 		}
-		if m.branches[key{k.source, from}] == nil {
+		if p := m.branches[key{k.source, from}]; p == nil || p.ended() {
 			return nil, fmt.Errorf("parent branch %q of source %q: %w", from, k.source, ErrNotFound)
 		}
 		rec.Parent = from

@@ -108,7 +108,7 @@ func (m *Manager) seedSnapshotOf(source, name string) (dbdiff.Snapshot, error) {
 // with data its tables, from every non-template database. It returns the branch's
 // upper layer too.
 func (m *Manager) branchSnapshot(ctx context.Context, source, name string, data bool) (dbdiff.Snapshot, string, error) {
-	l, err := m.Acquire(ctx, router.Route{Database: "postgres", Branch: name, Options: router.Options{Source: source}})
+	l, err := m.acquireExisting(ctx, router.Route{Database: "postgres", Branch: name, Options: router.Options{Source: source}})
 	if err != nil {
 		return nil, "", err
 	}

@@ -126,7 +126,7 @@ func (m *Manager) forkOnline(ctx context.Context, b *branch, parent string) erro
 	m.mu.Unlock()
 	// A lease keeps the parent running, and safe from reset, stop and destroy, for the
 	// length of the copy; it wakes the parent if it was stopped meanwhile.
-	lease, err := m.Acquire(ctx, router.Route{Branch: parent, Options: router.Options{Source: child.Source}})
+	lease, err := m.acquireExisting(ctx, router.Route{Branch: parent, Options: router.Options{Source: child.Source}})
 	if err != nil {
 		return fmt.Errorf("parent branch %q: %w", parent, err)
 	}

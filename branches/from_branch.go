@@ -41,7 +41,7 @@ func (m *Manager) snapshotBranch(ctx context.Context, spec, dst string, progress
 	}
 	progress("copying branch " + spec + " online")
 	start := time.Now()
-	lease, err := m.Acquire(ctx, router.Route{Branch: name, Options: router.Options{Source: source}})
+	lease, err := m.acquireExisting(ctx, router.Route{Branch: name, Options: router.Options{Source: source}})
 	if err != nil {
 		return fmt.Errorf("branch %q: %w", spec, err)
 	}

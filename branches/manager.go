@@ -101,6 +101,7 @@ type Manager struct {
 	lastPrune  time.Time     // when the logs were last pruned (retention.go); the reaper's loop only
 	kick       chan struct{}
 	refillDue  atomic.Bool        // a refill after claims is scheduled (pool.go)
+	reapDue    atomic.Bool        // a pass after held-back destroys is scheduled (burst.go)
 	fetches    singleflight.Group // seeds being copied from other nodes (seedpull.go)
 	fetching   map[int64]bool     // the seeds being copied; guarded by mu
 	stopReaper context.CancelFunc // stops the reaper and the heartbeat
@@ -321,8 +322,18 @@ func (m *Manager) Close(ctx context.Context) error {
 		}
 		b := b
 		wg.Add(1)
+		ended := b.ended()
 		go func() {
 			defer wg.Done()
+			if ended {
+				// Its destroy waited out a burst of claims (burst.go): a restart
+				// would not know the branch had ended.
+				err := m.destroyBranch(ctx, b, "ephemeral: its last session ended")
+				if err == nil {
+					return
+				}
+				m.log.Error("destroy ended ephemeral branch at shutdown", zap.String("branch", b.rec.Name), zap.Error(err))
+			}
 			if err := m.stopBranch(ctx, b, "server shutdown"); err != nil {
 				m.log.Error("stop branch at shutdown", zap.String("branch", b.rec.Name), zap.Error(err))
 				// Whatever kept the stop from being recorded (a row not this node's, a

@@ -77,11 +77,18 @@ func (m *Manager) reapPass(ctx context.Context, kind passKind) {
 	}
 	m.mu.Unlock()
 	m.persistUse(ctx, touched)
+	waiting := map[string]int{}
 	for _, a := range acts {
 		if ctx.Err() != nil {
 			return
 		}
+		if kind != passBudget && m.waitsOutBurst(a, waiting) {
+			continue
+		}
 		m.apply(ctx, a)
+	}
+	if len(waiting) > 0 {
+		m.reapSoon()
 	}
 	m.refreshRunningRoles(ctx, kind == passTimed)
 	m.expireIdle()
@@ -175,8 +182,12 @@ func (m *Manager) apply(ctx context.Context, a action) {
 	case actDestroy:
 		fn = func(ctx context.Context, b *branch) error { return m.destroyBranch(ctx, b, a.reason) }
 	}
+	check := noSessions
+	if a.code == "ephemeral" {
+		check = stillEnded
+	}
 	start := time.Now()
-	err := m.do(ctx, a.k, string(a.kind), noSessions, fn)
+	err := m.do(ctx, a.k, string(a.kind), check, fn)
 	switch {
 	case err == nil:
 		name := string(a.kind)

@@ -211,3 +211,47 @@ func TestPoolFillsAtOnce(t *testing.T) {
 	s.seedSQL("app", lifecycleSQL)
 	waitPool(t, s, 5)
 }
+
+// TestEphemeralEndedNameIsNew: an ephemeral branch is gone once its last session
+// has ended, also while its destroy waits for a burst of claims to pause (the
+// claim of its own pool member a moment before is one): a new connection to its
+// name gets a new branch, and both are destroyed after their sessions.
+func TestEphemeralEndedNameIsNew(t *testing.T) {
+	state := newStateDir(t)
+	s := startServer(t, state, "--warm", "3", "--reap-interval", "200ms")
+	s.seedSQL("app", lifecycleSQL)
+	waitPool(t, s, 3)
+	ctx := context.Background()
+	const eph = "options='-c pgbranch.ephemeral=on'"
+	c := s.connect(t, "app@e", eph)
+	if _, err := c.Exec(ctx, "UPDATE t SET v = 'first' WHERE id = 1"); err != nil {
+		t.Fatal(err)
+	}
+	c.Close(ctx)
+	eventually(t, 5*time.Second, "the first session ended", func() bool { b, ok := s.branches()["e"]; return !ok || b.Sessions == 0 })
+	c2 := s.connect(t, "app@e", eph)
+	var v string
+	if err := c2.QueryRow(ctx, "SELECT v FROM t WHERE id = 1").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	if v != "seed" {
+		t.Errorf("a session on the name of an ephemeral branch whose last session ended sees %q, want the seed's row", v)
+	}
+	c2.Close(ctx)
+	eventually(t, 10*time.Second, "ephemeral branch destroyed", func() bool { _, ok := s.branches()["e"]; return !ok })
+
+	// A shutdown right after the last session destroys the branch rather than
+	// stopping it: the next start would not know that its sessions had ended.
+	waitPool(t, s, 3)
+	c3 := s.connect(t, "app@e", eph)
+	if _, err := c3.Exec(ctx, "UPDATE t SET v = 'third' WHERE id = 1"); err != nil {
+		t.Fatal(err)
+	}
+	c3.Close(ctx)
+	eventually(t, 5*time.Second, "the third session ended", func() bool { b, ok := s.branches()["e"]; return !ok || b.Sessions == 0 })
+	s.stop()
+	s2 := startServer(t, state, "--warm", "3", "--reap-interval", "200ms")
+	if b, ok := s2.branches()["e"]; ok {
+		t.Errorf("an ephemeral branch whose last session ended before a shutdown is there after it: %+v", b)
+	}
+}
