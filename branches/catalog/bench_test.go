@@ -95,3 +95,33 @@ func BenchmarkBranches(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkClaim is a warm pool member's claim by a connection on each backend,
+// with the catalog registered as a node (every serve's is).
+func BenchmarkClaim(b *testing.B) {
+	for _, bk := range backends {
+		b.Run(bk.name, func(b *testing.B) {
+			ctx := context.Background()
+			c, _ := bk.open(b)
+			addSources(b, c, "a")
+			if _, err := c.Register(ctx, "n1", "", time.Minute); err != nil {
+				b.Fatal(err)
+			}
+			ids := make([]int64, b.N)
+			for i := range b.N {
+				br := catalog.Branch{Source: "a", Name: fmt.Sprintf("_pool-%d", i), State: catalog.Running, Pooled: true, CreatedAt: time.Now()}
+				id, err := c.InsertBranch(ctx, br, "warm pool")
+				if err != nil {
+					b.Fatal(err)
+				}
+				ids[i] = id
+			}
+			b.ResetTimer()
+			for i, id := range ids {
+				if err := c.ClaimBranch(ctx, id, catalog.Claim{Name: fmt.Sprintf("t%d", i), At: time.Now()}, "claimed by a connection"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -15,10 +15,11 @@ import (
 // holds what differs. The zero value is not usable; call Open. Safe for
 // concurrent use.
 type Catalog struct {
-	db  *sql.DB
-	d   dialect
-	dsn string
-	own atomic.Pointer[owner] // the claim of Own, on Postgres
+	db    *sql.DB
+	d     dialect
+	dsn   string
+	stmts *stmtCache            // SQLite's prepared statements (stmtcache.go); nil on Postgres
+	own   atomic.Pointer[owner] // the claim of Own, on Postgres
 
 	node     atomic.Pointer[nodeReg] // this process's registration (nodes.go); nil: writes are not fenced
 	lastFail atomic.Int64            // unix nanoseconds of the last call that found the catalog unavailable, or of Open
@@ -67,7 +68,10 @@ func IsPostgres(dsn string) bool {
 func (c *Catalog) Backend() string { return c.d.name() }
 
 // Close closes the database.
-func (c *Catalog) Close() error { return c.db.Close() }
+func (c *Catalog) Close() error {
+	c.stmts.close()
+	return c.db.Close()
+}
 
 // setup creates the tables and adds missing columns, in one transaction that,
 // on Postgres, holds a lock so that processes opening the catalog at once do not

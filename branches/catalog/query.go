@@ -49,31 +49,52 @@ func (c *Catalog) exec(ctx context.Context, query string, args ...any) (sql.Resu
 	if err := c.owned(ctx); err != nil {
 		return nil, err
 	}
-	return c.db.ExecContext(ctx, c.d.rebind(query), cleanArgs(args)...)
+	q := c.d.rebind(query)
+	if st := c.stmts.outside(ctx, c.db, q); st != nil {
+		return st.ExecContext(ctx, cleanArgs(args)...)
+	}
+	return c.db.ExecContext(ctx, q, cleanArgs(args)...)
 }
 
 func (c *Catalog) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return c.db.QueryContext(ctx, c.d.rebind(query), cleanArgs(args)...)
+	q := c.d.rebind(query)
+	if st := c.stmts.outside(ctx, c.db, q); st != nil {
+		return st.QueryContext(ctx, cleanArgs(args)...)
+	}
+	return c.db.QueryContext(ctx, q, cleanArgs(args)...)
 }
 
 func (c *Catalog) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	return c.db.QueryRowContext(ctx, c.d.rebind(query), cleanArgs(args)...)
+	q := c.d.rebind(query)
+	if st := c.stmts.outside(ctx, c.db, q); st != nil {
+		return st.QueryRowContext(ctx, cleanArgs(args)...)
+	}
+	return c.db.QueryRowContext(ctx, q, cleanArgs(args)...)
 }
 
 // txn is a transaction whose statements are rewritten for the backend.
 type txn struct {
-	tx *sql.Tx
-	d  dialect
+	tx    *sql.Tx
+	d     dialect
+	stmts *stmtCache
 }
 
 type sqlTx = *txn
 
 func (t *txn) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return t.tx.ExecContext(ctx, t.d.rebind(query), cleanArgs(args)...)
+	q := t.d.rebind(query)
+	if st := t.stmts.inTx(q); st != nil {
+		return t.tx.StmtContext(ctx, st).ExecContext(ctx, cleanArgs(args)...)
+	}
+	return t.tx.ExecContext(ctx, q, cleanArgs(args)...)
 }
 
 func (t *txn) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(ctx, t.d.rebind(query), cleanArgs(args)...)
+	q := t.d.rebind(query)
+	if st := t.stmts.inTx(q); st != nil {
+		return t.tx.StmtContext(ctx, st).QueryRowContext(ctx, cleanArgs(args)...)
+	}
+	return t.tx.QueryRowContext(ctx, q, cleanArgs(args)...)
 }
 
 // tx runs fn in a transaction at the backend's default isolation (SQLite:
@@ -95,11 +116,14 @@ func (c *Catalog) txCommit(ctx context.Context, fn func(sqlTx) error) (atCommit 
 	if err != nil {
 		return false, err
 	}
-	if err := fn(&txn{tx: tx, d: c.d}); err != nil {
+	if err := fn(&txn{tx: tx, d: c.d, stmts: c.stmts}); err != nil {
 		tx.Rollback()
+		c.stmts.prepareWanted(ctx, c.db)
 		return false, err
 	}
-	return true, tx.Commit()
+	err = tx.Commit()
+	c.stmts.prepareWanted(ctx, c.db)
+	return true, err
 }
 
 // maxDeadConns bounds how many dead pooled connections begin passes over: after

@@ -37,7 +37,7 @@ func openSQLite(path string) (*Catalog, error) {
 		db.Close()
 		return nil, fmt.Errorf("open catalog: %w", err)
 	}
-	return &Catalog{db: db, d: sqliteDialect{}}, nil
+	return &Catalog{db: db, d: sqliteDialect{}, stmts: newStmtCache()}, nil
 }
 
 // connectSQLite opens the connection, whose pragmas switch a new file to WAL.
