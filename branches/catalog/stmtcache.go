@@ -19,6 +19,7 @@ type stmtCache struct {
 	mu     sync.Mutex
 	stmts  map[string]*sql.Stmt
 	wanted map[string]bool // ran in a transaction, not prepared yet
+	closed bool
 }
 
 func newStmtCache() *stmtCache {
@@ -88,7 +89,7 @@ func (s *stmtCache) prepare(ctx context.Context, db *sql.DB, query string) *sql.
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old := s.stmts[query]; old != nil {
+	if old := s.stmts[query]; old != nil || s.closed || len(s.stmts) >= maxCachedStmts {
 		st.Close()
 		return old
 	}
@@ -96,13 +97,14 @@ func (s *stmtCache) prepare(ctx context.Context, db *sql.DB, query string) *sql.
 	return st
 }
 
-// close closes every prepared statement.
+// close closes every prepared statement; none is kept after it.
 func (s *stmtCache) close() {
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closed = true
 	for q, st := range s.stmts {
 		st.Close()
 		delete(s.stmts, q)
