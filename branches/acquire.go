@@ -150,11 +150,11 @@ func (m *Manager) acquire(ctx context.Context, route router.Route, existing bool
 			// Gone for its clients, its destroy held back (burst.go): this
 			// connection gets a new branch of the name once it is done.
 			o = m.startOp(b, "destroy", func(ctx context.Context) error {
-				err := m.destroyBranch(ctx, b, "ephemeral: its last session ended")
-				if err == nil {
-					m.cfg.Metrics.action("destroy", "ephemeral")
+				if err := m.destroyBranch(ctx, b, "ephemeral: its last session ended"); err != nil {
+					return fmt.Errorf("branch %q: %w: %w", k.name, ErrNotGone, err)
 				}
-				return err
+				m.cfg.Metrics.action("destroy", "ephemeral")
+				return nil
 			})
 		case serverExited(b):
 			o = m.recordExitLocked(b) // never lease a dead server's socket

@@ -17,6 +17,9 @@ var (
 	ErrNotReady = errors.New("branch is still starting")
 	// ErrBusy: the operation needs the branch to have no sessions.
 	ErrBusy = errors.New("branch has open sessions")
+	// ErrNotGone: an ephemeral branch of the name, whose last session ended, could
+	// not be destroyed yet, so no new branch of the name can start.
+	ErrNotGone = errors.New("an ephemeral branch of this name could not be destroyed yet")
 	// ErrClosed: the manager is shutting down.
 	ErrClosed = errors.New("shutting down")
 	// ErrInvalid: a request that can never succeed (bad name, unknown option value).

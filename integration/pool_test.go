@@ -255,3 +255,37 @@ func TestEphemeralEndedNameIsNew(t *testing.T) {
 		t.Errorf("an ephemeral branch whose last session ended before a shutdown is there after it: %+v", b)
 	}
 }
+
+// TestEphemeralEndedDestroyFails: while the destroy of an ephemeral branch whose
+// last session ended fails, a connection to its name is refused with 57P03 rather
+// than served the old branch (or an internal error), and once a destroy
+// succeeds the name gets a new branch.
+func TestEphemeralEndedDestroyFails(t *testing.T) {
+	t.Setenv(failpointsEnv, "unmount@e=2*error")
+	s := startServer(t, newStateDir(t), "--warm", "2", "--reap-interval", "1m")
+	s.seedSQL("app", lifecycleSQL)
+	waitPool(t, s, 2)
+	ctx := context.Background()
+	const eph = "options='-c pgbranch.ephemeral=on'"
+	c := s.connect(t, "app@e", eph)
+	if _, err := c.Exec(ctx, "UPDATE t SET v = 'first' WHERE id = 1"); err != nil {
+		t.Fatal(err)
+	}
+	c.Close(ctx)
+	eventually(t, 5*time.Second, "the session ended", func() bool { b, ok := s.branches()["e"]; return !ok || b.Sessions == 0 })
+	// The reaper's destroy (a moment after the session's end) and this
+	// connection's fail, whichever comes first; this connection sees one of them.
+	if _, err := s.connectErr("app@e", eph); pgCode(err) != "57P03" {
+		t.Fatalf("a connection while the ended branch's destroy fails: %v, want 57P03", err)
+	}
+	eventually(t, 10*time.Second, "a connection to the name", func() bool {
+		_, err := s.connectErr("app@e", eph)
+		return err == nil
+	})
+	c2 := s.connect(t, "app@e", eph)
+	defer c2.Close(ctx)
+	var v string
+	if err := c2.QueryRow(ctx, "SELECT v FROM t WHERE id = 1").Scan(&v); err != nil || v != "seed" {
+		t.Errorf("the new branch of the name: %q, %v, want the seed's row", v, err)
+	}
+}

@@ -123,6 +123,9 @@ func classify(err error) clientError {
 	case errors.Is(err, branches.ErrCatalogUnavailable):
 		return clientError{code: codeCannotConnectNow, message: "catalog unavailable",
 			hint: "branches already running still serve; creating or waking one works again when the catalog is back"}
+	case errors.Is(err, branches.ErrNotGone):
+		return clientError{code: codeCannotConnectNow, message: "an ephemeral branch of this name whose last session ended could not be destroyed yet",
+			hint: "try again in a moment; the server's log says what kept it"}
 	case errors.Is(err, branches.ErrNotReady):
 		return clientError{code: codeCannotConnectNow, message: "the branch is still starting up", hint: "try again in a moment"}
 	case errors.Is(err, branches.ErrNotFound):
