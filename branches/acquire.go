@@ -150,10 +150,10 @@ func (m *Manager) acquire(ctx context.Context, route router.Route, existing bool
 			// Gone for its clients, its destroy held back (burst.go): this
 			// connection gets a new branch of the name once it is done.
 			o = m.startOp(b, "destroy", func(ctx context.Context) error {
-				if err := m.destroyBranch(ctx, b, "ephemeral: its last session ended"); err != nil {
+				if err := m.destroyBranch(ctx, b, endedReason); err != nil {
 					return fmt.Errorf("branch %q: %w: %w", k.name, ErrNotGone, err)
 				}
-				m.cfg.Metrics.action("destroy", "ephemeral")
+				m.cfg.Metrics.action("destroy", codeEnded)
 				return nil
 			})
 		case serverExited(b):

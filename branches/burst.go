@@ -1,9 +1,6 @@
 package branches
 
-import (
-	"fmt"
-	"time"
-)
+import "fmt"
 
 // While connections claim a source's pool members in a burst (a test suite's
 // workers, a fan-out), the destroys of its ephemeral branches whose sessions have
@@ -16,6 +13,12 @@ import (
 // at once: a connection to its name destroys it first and gets a new branch
 // (Acquire), the engine's own work does not find it (acquireExisting, a fork's
 // parent), and a shutdown destroys it rather than stopping it (Close).
+
+// endedReason is the catalog's reason for an ended branch's destroy, whoever does it.
+const endedReason = "ephemeral: its last session ended"
+
+// codeEnded is the reaper's action code (and metric reason) for that destroy.
+const codeEnded = "ephemeral"
 
 // ended reports whether b is an ephemeral branch whose sessions have all ended: it
 // is gone for its clients and waits for its destroy. m.mu is held.
@@ -37,7 +40,7 @@ func stillEnded(b *branch) error {
 // branch's destroy, waits for the claims of its source to pause; waiting counts
 // the destroys already held back in this pass, by source.
 func (m *Manager) waitsOutBurst(a action, waiting map[string]int) bool {
-	if a.kind != actDestroy || a.code != "ephemeral" || a.evict {
+	if a.kind != actDestroy || a.code != codeEnded || a.evict {
 		return false
 	}
 	m.mu.Lock()
@@ -58,11 +61,4 @@ func (m *Manager) claimingLocked(source string) bool {
 
 // reapSoon runs a reaper pass after claimRefillDelay, once for every pass that
 // held destroys back meanwhile.
-func (m *Manager) reapSoon() {
-	if m.reapDue.CompareAndSwap(false, true) {
-		time.AfterFunc(claimRefillDelay, func() {
-			m.reapDue.Store(false)
-			m.kickReaper()
-		})
-	}
-}
+func (m *Manager) reapSoon() { afterClaims(&m.reapDue, m.kickReaper) }

@@ -328,7 +328,7 @@ func (m *Manager) Close(ctx context.Context) error {
 			if ended {
 				// Its destroy waited out a burst of claims (burst.go): a restart
 				// would not know the branch had ended.
-				err := m.destroyBranch(ctx, b, "ephemeral: its last session ended")
+				err := m.destroyBranch(ctx, b, endedReason)
 				if err == nil {
 					return
 				}

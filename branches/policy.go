@@ -84,7 +84,7 @@ func plan(p Policy, now time.Time, views []view) (acts []action, overQuota map[k
 		ttl := cmp.Or(v.ttl, p.TTL)
 		switch {
 		case v.ephemeral:
-			add(v, actDestroy, "ephemeral", "ephemeral: its last session ended", false)
+			add(v, actDestroy, codeEnded, endedReason, false)
 		case ttl > 0 && idle >= ttl:
 			add(v, actDestroy, "ttl", "ttl: no session for "+ttl.String(), false)
 		case p.MaxAge > 0 && now.Sub(v.createdAt) >= p.MaxAge:

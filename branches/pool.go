@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
@@ -177,11 +178,15 @@ const claimRefillDelay = 200 * time.Millisecond
 
 // refillSoon refills the pools after claimRefillDelay, once for every claim made
 // meanwhile.
-func (m *Manager) refillSoon() {
-	if m.refillDue.CompareAndSwap(false, true) {
+func (m *Manager) refillSoon() { afterClaims(&m.refillDue, m.refillPools) }
+
+// afterClaims runs fn after claimRefillDelay, once for every call made meanwhile
+// (due says that a run is scheduled).
+func afterClaims(due *atomic.Bool, fn func()) {
+	if due.CompareAndSwap(false, true) {
 		time.AfterFunc(claimRefillDelay, func() {
-			m.refillDue.Store(false)
-			m.refillPools()
+			due.Store(false)
+			fn()
 		})
 	}
 }

@@ -183,7 +183,7 @@ func (m *Manager) apply(ctx context.Context, a action) {
 		fn = func(ctx context.Context, b *branch) error { return m.destroyBranch(ctx, b, a.reason) }
 	}
 	check := noSessions
-	if a.code == "ephemeral" {
+	if a.code == codeEnded {
 		check = stillEnded
 	}
 	start := time.Now()
