@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -212,6 +213,28 @@ func TestPoolFillsAtOnce(t *testing.T) {
 	waitPool(t, s, 5)
 }
 
+// ephOption makes a connection's branch ephemeral.
+const ephOption = "options='-c pgbranch.ephemeral=on'"
+
+// endEphemeral opens the only session of the ephemeral branch app@name, writes v
+// into row 1 and closes the session, and waits until the proxy has seen it end.
+func endEphemeral(t *testing.T, s *server, name, v string) {
+	t.Helper()
+	c := s.connect(t, "app@"+name, ephOption)
+	if _, err := c.Exec(context.Background(), "UPDATE t SET v = '"+v+"' WHERE id = 1"); err != nil {
+		t.Fatal(err)
+	}
+	c.Close(context.Background())
+	eventually(t, 5*time.Second, "the session of "+name+" ended", func() bool { b, ok := s.branches()[name]; return !ok || b.Sessions == 0 })
+}
+
+// rowOne reads row 1's value on c.
+func rowOne(c *pgx.Conn) (string, error) {
+	var v string
+	err := c.QueryRow(context.Background(), "SELECT v FROM t WHERE id = 1").Scan(&v)
+	return v, err
+}
+
 // TestEphemeralEndedNameIsNew: an ephemeral branch is gone once its last session
 // has ended, also while its destroy waits for a burst of claims to pause (the
 // claim of its own pool member a moment before is one): a new connection to its
@@ -222,16 +245,10 @@ func TestEphemeralEndedNameIsNew(t *testing.T) {
 	s.seedSQL("app", lifecycleSQL)
 	waitPool(t, s, 3)
 	ctx := context.Background()
-	const eph = "options='-c pgbranch.ephemeral=on'"
-	c := s.connect(t, "app@e", eph)
-	if _, err := c.Exec(ctx, "UPDATE t SET v = 'first' WHERE id = 1"); err != nil {
-		t.Fatal(err)
-	}
-	c.Close(ctx)
-	eventually(t, 5*time.Second, "the first session ended", func() bool { b, ok := s.branches()["e"]; return !ok || b.Sessions == 0 })
-	c2 := s.connect(t, "app@e", eph)
-	var v string
-	if err := c2.QueryRow(ctx, "SELECT v FROM t WHERE id = 1").Scan(&v); err != nil {
+	endEphemeral(t, s, "e", "first")
+	c2 := s.connect(t, "app@e", ephOption)
+	v, err := rowOne(c2)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if v != "seed" {
@@ -243,12 +260,7 @@ func TestEphemeralEndedNameIsNew(t *testing.T) {
 	// A shutdown right after the last session destroys the branch rather than
 	// stopping it: the next start would not know that its sessions had ended.
 	waitPool(t, s, 3)
-	c3 := s.connect(t, "app@e", eph)
-	if _, err := c3.Exec(ctx, "UPDATE t SET v = 'third' WHERE id = 1"); err != nil {
-		t.Fatal(err)
-	}
-	c3.Close(ctx)
-	eventually(t, 5*time.Second, "the third session ended", func() bool { b, ok := s.branches()["e"]; return !ok || b.Sessions == 0 })
+	endEphemeral(t, s, "e", "third")
 	s.stop()
 	s2 := startServer(t, state, "--warm", "3", "--reap-interval", "200ms")
 	if b, ok := s2.branches()["e"]; ok {
@@ -265,27 +277,19 @@ func TestEphemeralEndedDestroyFails(t *testing.T) {
 	s := startServer(t, newStateDir(t), "--warm", "2", "--reap-interval", "1m")
 	s.seedSQL("app", lifecycleSQL)
 	waitPool(t, s, 2)
-	ctx := context.Background()
-	const eph = "options='-c pgbranch.ephemeral=on'"
-	c := s.connect(t, "app@e", eph)
-	if _, err := c.Exec(ctx, "UPDATE t SET v = 'first' WHERE id = 1"); err != nil {
-		t.Fatal(err)
-	}
-	c.Close(ctx)
-	eventually(t, 5*time.Second, "the session ended", func() bool { b, ok := s.branches()["e"]; return !ok || b.Sessions == 0 })
+	endEphemeral(t, s, "e", "first")
 	// The reaper's destroy (a moment after the session's end) and this
 	// connection's fail, whichever comes first; this connection sees one of them.
-	if _, err := s.connectErr("app@e", eph); pgCode(err) != "57P03" {
+	if _, err := s.connectErr("app@e", ephOption); pgCode(err) != "57P03" {
 		t.Fatalf("a connection while the ended branch's destroy fails: %v, want 57P03", err)
 	}
 	eventually(t, 10*time.Second, "a connection to the name", func() bool {
-		_, err := s.connectErr("app@e", eph)
+		_, err := s.connectErr("app@e", ephOption)
 		return err == nil
 	})
-	c2 := s.connect(t, "app@e", eph)
-	defer c2.Close(ctx)
-	var v string
-	if err := c2.QueryRow(ctx, "SELECT v FROM t WHERE id = 1").Scan(&v); err != nil || v != "seed" {
+	c2 := s.connect(t, "app@e", ephOption)
+	defer c2.Close(context.Background())
+	if v, err := rowOne(c2); err != nil || v != "seed" {
 		t.Errorf("the new branch of the name: %q, %v, want the seed's row", v, err)
 	}
 }
