@@ -188,7 +188,12 @@ func (m *Manager) acquire(ctx context.Context, route router.Route, existing bool
 			l.use.prev, l.use.at, l.use.inst = b.rec.LastUsedAt, m.now(), b.inst
 			b.rec.LastUsedAt = l.use.at
 			m.running.Get(k)
+			first, id := !b.rec.HadSession, b.rec.ID
+			b.rec.HadSession = true
 			m.mu.Unlock()
+			if first {
+				m.recordFirstSession(ctx, b, id, k.name)
+			}
 			return l, nil
 		default:
 			if victim, err := m.roomLocked(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
+	"go.uber.org/zap"
 )
 
 // leaseUse is how a lease counts as a use of its branch. A session that could not
@@ -74,4 +75,28 @@ func (m *Manager) revive(ctx context.Context, b *branch, inst runtime.Instance) 
 			return "", err
 		}
 	}
+}
+
+// firstSessionWait bounds the catalog write of a branch's first session, which a
+// connection waits for: an unavailable catalog must not hold the session longer.
+const firstSessionWait = time.Second
+
+// recordFirstSession records in the catalog that branch b (id) has had a session,
+// at its first lease (a claim recorded it already), so that a run after a crash
+// knows that an ephemeral branch's sessions have ended rather than not begun
+// (reconcile). b.rec.HadSession is already set, so that concurrent leases do not
+// write it twice; a failed write clears it again, for the next lease to retry.
+func (m *Manager) recordFirstSession(ctx context.Context, b *branch, id int64, name string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), firstSessionWait)
+	defer cancel()
+	err := m.cat.MarkHadSession(ctx, id)
+	if err == nil {
+		return
+	}
+	m.log.Warn("could not record a branch's first session", zap.String("branch", name), zap.Error(err))
+	m.mu.Lock()
+	if b.rec.ID == id {
+		b.rec.HadSession = false
+	}
+	m.mu.Unlock()
 }

@@ -326,8 +326,8 @@ func (m *Manager) Close(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			if ended {
-				// Its destroy waited out a burst of claims (burst.go): a restart
-				// would not know the branch had ended.
+				// Its destroy waited out a burst of claims (burst.go): done now
+				// rather than left to the next run's reaper.
 				err := m.destroyBranch(ctx, b, endedReason)
 				if err == nil {
 					return

@@ -82,7 +82,7 @@ func (m *Manager) claimLocked(k key, route router.Route, tried bool) *op {
 	id := member.rec.ID
 	cl := catalog.Claim{Name: k.name, TTL: route.Options.TTL, Ephemeral: route.Options.Ephemeral,
 		Quota: route.Options.Quota, At: m.now()}
-	member.rec.Name, member.rec.Pooled = cl.Name, false
+	member.rec.Name, member.rec.Pooled, member.rec.HadSession = cl.Name, false, true
 	member.rec.TTL, member.rec.Ephemeral, member.rec.Quota, member.rec.LastUsedAt = cl.TTL, cl.Ephemeral, cl.Quota, cl.At
 	// Nobody has logged in to a member: its roles are the ones read when it
 	// started. Reading them again waits rolesEvery, not for the first pass after

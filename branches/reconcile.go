@@ -60,7 +60,8 @@ func (m *Manager) reconcile(ctx context.Context) error {
 		if !m.reconciles(rec) {
 			continue
 		}
-		b := &branch{rec: rec}
+		// An ephemeral branch whose sessions the crash ended is ended (burst.go).
+		b := &branch{rec: rec, hadSession: rec.HadSession}
 		l := m.layoutOf(rec.ID)
 		known[strconv.FormatInt(rec.ID, 10)] = true
 		switch rec.State {

@@ -75,3 +75,45 @@ func TestShutdownEndsSessionsWith57P01(t *testing.T) {
 		t.Fatal("serve did not exit")
 	}
 }
+
+// TestKill9EndsEphemeralSessions: a kill -9 of serve ends the sessions of its
+// ephemeral branches, and the next run knows it: the branch claimed from the pool
+// and the one made by the admin API and then used are gone for clients and
+// destroyed, while the ephemeral branch no session has used yet is kept.
+func TestKill9EndsEphemeralSessions(t *testing.T) {
+	state := newStateDir(t)
+	s := startServer(t, state, "--warm", "1", "--reap-interval", "200ms")
+	s.seedSQL("app", lifecycleSQL)
+	waitPool(t, s, 1)
+	for _, name := range []string{"made", "unused"} {
+		if out, err := s.cli("branch", "create", name, "--ephemeral"); err != nil {
+			t.Fatalf("branch create %s: %v\n%s", name, err, out)
+		}
+	}
+	ctx := context.Background()
+	for _, name := range []string{"claimed", "made"} {
+		c := s.connect(t, "app@"+name, ephOption)
+		if _, err := c.Exec(ctx, "UPDATE t SET v = 'written' WHERE id = 1"); err != nil {
+			t.Fatal(err)
+		}
+		// Left open: the kill ends it.
+	}
+	s.kill9()
+
+	s2 := startServer(t, state, "--reap-interval", "200ms")
+	c := s2.connect(t, "app@claimed", ephOption)
+	if v, err := rowOne(c); err != nil || v != "seed" {
+		t.Errorf("a connection to the ephemeral branch in use at the kill sees %q (%v), want a new branch with the seed's row", v, err)
+	}
+	c.Close(ctx)
+	eventually(t, 10*time.Second, "the ephemeral branches used before the kill destroyed", func() bool {
+		b := s2.branches()
+		_, claimed := b["claimed"]
+		_, made := b["made"]
+		return !claimed && !made
+	})
+	if _, ok := s2.branches()["unused"]; !ok {
+		t.Errorf("the ephemeral branch no session used was destroyed after the restart\n%s", s2.logs())
+	}
+	s2.stop()
+}

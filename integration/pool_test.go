@@ -258,7 +258,7 @@ func TestEphemeralEndedNameIsNew(t *testing.T) {
 	eventually(t, 10*time.Second, "ephemeral branch destroyed", func() bool { _, ok := s.branches()["e"]; return !ok })
 
 	// A shutdown right after the last session destroys the branch rather than
-	// stopping it: the next start would not know that its sessions had ended.
+	// stopping it, leaving nothing for the next run to destroy.
 	waitPool(t, s, 3)
 	endEphemeral(t, s, "e", "third")
 	s.stop()

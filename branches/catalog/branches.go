@@ -57,11 +57,16 @@ type Branch struct {
 	// set them from the registration (nodes.go).
 	NodeID    string
 	NodeEpoch int64
+	// HadSession: a client session has used the branch (a claim, or the first
+	// session's lease: MarkHadSession). Read only for UpdateBranch. An ephemeral
+	// branch goes when its last session ends; after a crash, this is how the next
+	// run knows that its sessions have ended rather than not begun.
+	HadSession bool
 }
 
 const branchCols = `id, source, name, seed_id, parent, layers, state, cow_mode, pid, ttl_ns, ephemeral, quota, roles,
 	owned_bytes, create_ms, error, created_at, last_used_at, state_at, databases, pooled,
-	COALESCE(node_id, ''), COALESCE(node_epoch, 0)`
+	COALESCE(node_id, ''), COALESCE(node_epoch, 0), had_session`
 
 func scanBranch(sc interface{ Scan(...any) error }) (Branch, error) {
 	var b Branch
@@ -69,7 +74,7 @@ func scanBranch(sc interface{ Scan(...any) error }) (Branch, error) {
 	var ttl, created, used, stateAt int64
 	err := sc.Scan(&b.ID, &b.Source, &b.Name, &b.SeedID, &b.Parent, &layers, &b.State, &b.CowMode, &b.PID,
 		&ttl, &b.Ephemeral, &b.Quota, &b.Roles, &b.OwnedBytes, &b.CreateMS, &b.Error, &created, &used, &stateAt, &dbs, &b.Pooled,
-		&b.NodeID, &b.NodeEpoch)
+		&b.NodeID, &b.NodeEpoch, &b.HadSession)
 	b.Layers, b.Databases = splitList(layers), splitList(dbs)
 	b.TTL = time.Duration(ttl)
 	b.CreatedAt, b.LastUsedAt, b.StateAt = fromNano(created), fromNano(used), fromNano(stateAt)
@@ -284,6 +289,29 @@ func logTransition(ctx context.Context, tx sqlTx, b Branch, from, to State, reas
 	_, err := tx.exec(ctx, `INSERT INTO transitions (at, source, branch, from_state, to_state, reason) VALUES (?, ?, ?, ?, ?, ?)`,
 		time.Now().UnixNano(), b.Source, b.Name, string(from), string(to), reason)
 	return err
+}
+
+// MarkHadSession records that a client session has used branch id (HadSession).
+// Fenced like UpdateBranch; no transition is logged.
+func (c *Catalog) MarkHadSession(ctx context.Context, id int64) (err error) {
+	defer c.check(&err)
+	cond, args, err := c.fence(false)
+	if err != nil {
+		return err
+	}
+	return c.tx(ctx, func(tx sqlTx) error {
+		res, err := tx.exec(ctx, `UPDATE branches SET had_session = ? WHERE id = ?`+cond, append([]any{true, id}, args...)...)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			return nil
+		}
+		if cond != "" {
+			return c.fenced(ctx, tx, false, id, fmt.Sprintf("branch %d", id))
+		}
+		return fmt.Errorf("branch %d: %w", id, ErrNotFound)
+	})
 }
 
 // Touch records when each branch was last used, without logging a transition.

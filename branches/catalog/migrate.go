@@ -34,6 +34,8 @@ var addedColumns = []column{
 	{"nodes", "peer_addr", "TEXT NOT NULL DEFAULT ''"},
 	// Drained by an operator (drain.go): no new branches; kept across registrations.
 	{"nodes", "drained", "<bool> NOT NULL DEFAULT <false>"},
+	// A client session has used the branch (Branch.HadSession).
+	{"branches", "had_session", "<bool> NOT NULL DEFAULT <false>"},
 }
 
 // migrate adds the columns of cols that the database lacks, inside tx.

@@ -90,9 +90,10 @@ func (c *Catalog) claim(ctx context.Context, id int64, cl Claim, reason string) 
 		if err != nil {
 			return noRows(err, fmt.Sprintf("pooled branch %d", id))
 		}
+		// A claim is a connection's: its session follows (HadSession).
 		_, err = tx.exec(ctx, `UPDATE branches SET name = ?, pooled = ?, ttl_ns = ?, ephemeral = ?, quota = ?,
-			last_used_at = ?, node_id = ?, node_epoch = ? WHERE id = ?`,
-			cl.Name, false, int64(cl.TTL), cl.Ephemeral, cl.Quota, unixNano(cl.At), node, epoch, id)
+			last_used_at = ?, node_id = ?, node_epoch = ?, had_session = ? WHERE id = ?`,
+			cl.Name, false, int64(cl.TTL), cl.Ephemeral, cl.Quota, unixNano(cl.At), node, epoch, true, id)
 		if c.d.isUnique(err) {
 			return fmt.Errorf("branch %q of source %q: %w", cl.Name, b.Source, ErrExists)
 		}

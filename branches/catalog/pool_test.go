@@ -47,7 +47,7 @@ func TestClaimBranch(t *testing.T) {
 				got = b
 			}
 		}
-		if got.Name != "feature" || got.Pooled || got.TTL != time.Hour || !got.Ephemeral || got.Quota != 1<<20 || !got.LastUsedAt.Equal(at) {
+		if got.Name != "feature" || got.Pooled || got.TTL != time.Hour || !got.Ephemeral || got.Quota != 1<<20 || !got.LastUsedAt.Equal(at) || !got.HadSession {
 			t.Fatalf("claimed branch = %+v", got)
 		}
 		tr, err := c.Transitions(ctx, "a", "feature")
@@ -58,4 +58,51 @@ func TestClaimBranch(t *testing.T) {
 			t.Fatalf("SetSourceWarm of a missing source = %v", err)
 		}
 	})
+}
+
+// TestMarkHadSession: a branch has had no session until MarkHadSession (or a
+// claim) says so, and UpdateBranch, which writes every other field, keeps it.
+func TestMarkHadSession(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, bk backend) {
+		ctx := context.Background()
+		c, _ := bk.open(t)
+		addSources(t, c, "a")
+		id, err := c.InsertBranch(ctx, catalog.Branch{Source: "a", Name: "b", State: catalog.Running, Ephemeral: true, HadSession: true}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := branchByID(t, c, id); got.HadSession {
+			t.Fatalf("a new branch has had a session: %+v", got)
+		}
+		if err := c.MarkHadSession(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		got := branchByID(t, c, id)
+		got.HadSession, got.State = false, catalog.Stopped
+		if err := c.UpdateBranch(ctx, got, "stop"); err != nil {
+			t.Fatal(err)
+		}
+		if got := branchByID(t, c, id); !got.HadSession || got.State != catalog.Stopped {
+			t.Fatalf("after MarkHadSession and an update: %+v, want HadSession kept", got)
+		}
+		if err := c.MarkHadSession(ctx, id+100); !errors.Is(err, catalog.ErrNotFound) {
+			t.Fatalf("MarkHadSession of a missing branch = %v, want ErrNotFound", err)
+		}
+	})
+}
+
+func branchByID(t *testing.T, c *catalog.Catalog, id int64) catalog.Branch {
+	t.Helper()
+	all, err := c.Branches(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range all {
+		if b.ID == id {
+			return b
+		}
+	}
+	t.Fatalf("no branch %d", id)
+	return catalog.Branch{}
 }
