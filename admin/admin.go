@@ -278,7 +278,8 @@ func (a *API) result(w http.ResponseWriter, err error) {
 	case errors.Is(err, branches.ErrInvalid):
 		status = http.StatusBadRequest
 	case errors.Is(err, branches.ErrClosed), errors.Is(err, branches.ErrNotReady), errors.Is(err, branches.ErrDiskFull), errors.Is(err, branches.ErrTooMany),
-		errors.Is(err, branches.ErrFenced), errors.Is(err, branches.ErrCatalogUnavailable), errors.Is(err, branches.ErrDraining):
+		errors.Is(err, branches.ErrFenced), errors.Is(err, branches.ErrCatalogUnavailable), errors.Is(err, branches.ErrDraining),
+		errors.Is(err, branches.ErrNotGone):
 		status = http.StatusServiceUnavailable
 	}
 	if status == http.StatusInternalServerError {

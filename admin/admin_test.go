@@ -127,6 +127,7 @@ func TestStatusMapping(t *testing.T) {
 		{fmt.Errorf("x: %w", branches.ErrInvalid), 400},
 		{branches.ErrClosed, 503},
 		{fmt.Errorf("x: %w", branches.ErrDiskFull), 503},
+		{fmt.Errorf("x: %w: unmount failed", branches.ErrNotGone), 503},
 		{errors.New("mount failed"), 500},
 	} {
 		f := &fakeManager{err: tc.err}

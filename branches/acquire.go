@@ -149,13 +149,7 @@ func (m *Manager) acquire(ctx context.Context, route router.Route, existing bool
 		case b.ended():
 			// Gone for its clients, its destroy held back (burst.go): this
 			// connection gets a new branch of the name once it is done.
-			o = m.startOp(b, "destroy", func(ctx context.Context) error {
-				if err := m.destroyBranch(ctx, b, endedReason); err != nil {
-					return fmt.Errorf("branch %q: %w: %w", k.name, ErrNotGone, err)
-				}
-				m.cfg.Metrics.action("destroy", codeEnded)
-				return nil
-			})
+			o = m.destroyEndedLocked(b)
 		case serverExited(b):
 			o = m.recordExitLocked(b) // never lease a dead server's socket
 		case b.overQuota:

@@ -39,9 +39,21 @@ func (m *Manager) Create(ctx context.Context, name string, opts CreateOptions) e
 			m.mu.Unlock()
 			return ErrClosed
 		}
-		if _, ok := m.branches[key{source, name}]; ok {
+		if b := m.branches[key{source, name}]; b != nil {
+			if !b.ended() {
+				m.mu.Unlock()
+				return fmt.Errorf("branch %q of source %q: %w", name, source, ErrExists)
+			}
+			// Gone for clients (burst.go): the name is free once it is destroyed.
+			o, own := b.op, b.op == nil
+			if own {
+				o = m.destroyEndedLocked(b)
+			}
 			m.mu.Unlock()
-			return fmt.Errorf("branch %q of source %q: %w", name, source, ErrExists)
+			if err := wait(ctx, o); err != nil && (own || ctx.Err() != nil) {
+				return err
+			}
+			continue
 		}
 		if m.overBudgetLocked() {
 			m.mu.Unlock()

@@ -1,6 +1,9 @@
 package branches
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // While connections claim a source's pool members in a burst (a test suite's
 // workers, a fan-out), the destroys of its ephemeral branches whose sessions have
@@ -24,6 +27,20 @@ const codeEnded = "ephemeral"
 // is gone for its clients and waits for its destroy. m.mu is held.
 func (b *branch) ended() bool {
 	return b.rec.Ephemeral && b.hadSession && b.sessions == 0
+}
+
+// destroyEndedLocked starts the destroy of b, an ended branch, for a caller that
+// wants its name for a new branch (a connection, the admin API's create). Its
+// failure is ErrNotGone. m.mu is held and b has no operation.
+func (m *Manager) destroyEndedLocked(b *branch) *op {
+	name := b.rec.Name
+	return m.startOp(b, "destroy", func(ctx context.Context) error {
+		if err := m.destroyBranch(ctx, b, endedReason); err != nil {
+			return fmt.Errorf("branch %q: %w: %w", name, ErrNotGone, err)
+		}
+		m.cfg.Metrics.action("destroy", codeEnded)
+		return nil
+	})
 }
 
 // stillEnded refuses the reaper's destroy of an ended branch when b is no longer

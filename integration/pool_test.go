@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -291,5 +292,34 @@ func TestEphemeralEndedDestroyFails(t *testing.T) {
 	defer c2.Close(context.Background())
 	if v, err := rowOne(c2); err != nil || v != "seed" {
 		t.Errorf("the new branch of the name: %q, %v, want the seed's row", v, err)
+	}
+}
+
+// TestCreateOverEndedEphemeral: the admin API's create of the name of an ephemeral
+// branch whose last session ended destroys that branch first, as a connection
+// does (it is gone for clients), and refuses with a "try again" (503) while that
+// destroy fails, rather than saying the name exists.
+func TestCreateOverEndedEphemeral(t *testing.T) {
+	t.Setenv(failpointsEnv, "unmount@e=2*error")
+	s := startServer(t, newStateDir(t), "--warm", "2", "--reap-interval", "1m")
+	s.seedSQL("app", lifecycleSQL)
+	waitPool(t, s, 2)
+	endEphemeral(t, s, "e", "first")
+	// The reaper's destroy (kicked by the session's end) and this create's fail,
+	// whichever comes first; this create sees its own.
+	if out, err := s.cli("branch", "create", "e"); err == nil || !strings.Contains(out, "could not be destroyed yet") {
+		t.Fatalf("a create while the ended branch's destroy fails: %v\n%s", err, out)
+	}
+	eventually(t, 10*time.Second, "a create of the name", func() bool {
+		_, err := s.cli("branch", "create", "e")
+		return err == nil
+	})
+	c := s.connect(t, "app@e")
+	defer c.Close(context.Background())
+	if v, err := rowOne(c); err != nil || v != "seed" {
+		t.Errorf("the branch created over the ended one: %q, %v, want the seed's row", v, err)
+	}
+	if b := s.branches()["e"]; b.Ephemeral {
+		t.Errorf("the branch created over the ended one is still ephemeral: %+v", b)
 	}
 }
