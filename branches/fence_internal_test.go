@@ -113,6 +113,7 @@ func (s *stubServer) SocketPath() string                { return "" }
 func (s *stubServer) Done() <-chan struct{}             { return s.done }
 func (s *stubServer) Stop(context.Context) error        { s.stopped.Do(func() { close(s.done) }); return nil }
 func (s *stubServer) Discard(ctx context.Context) error { return s.Stop(ctx) }
+func (s *stubServer) Reload() error                     { return nil }
 
 // When any fenced write, here a seed's, finds the node's registration gone, the
 // heartbeat's goroutine stops every branch server, not only the branch whose

@@ -101,8 +101,12 @@ func TestConformance(t *testing.T) {
 				t.Errorf("SELECT 1: %d %v", one, err)
 			}
 			c.Close(ctx)
+			checkReload(ctx, t, inst, data, sock)
 			if err := inst.Stop(ctx); err != nil {
 				t.Errorf("Stop: %v", err)
+			}
+			if err := inst.Reload(); !errors.Is(err, runtime.ErrExited) {
+				t.Errorf("Reload of a stopped server: %v, want ErrExited", err)
 			}
 			select {
 			case <-inst.Done():
@@ -134,6 +138,40 @@ func TestConformance(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkReload changes a setting in the server's postgresql.auto.conf and checks
+// that Reload makes the server read it.
+func checkReload(ctx context.Context, t *testing.T, inst runtime.Instance, data, sock string) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(data, "postgresql.auto.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteString("work_mem = '7MB'\n")
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inst.Reload(); err != nil {
+		t.Fatalf("Reload: %v", err)
+	}
+	var got string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		c, err := pgx.Connect(ctx, "host="+sock+" user=postgres dbname=postgres")
+		if err != nil {
+			t.Fatalf("connect: %v", err)
+		}
+		err = c.QueryRow(ctx, "SHOW work_mem").Scan(&got)
+		c.Close(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == "7MB" {
+			return
+		}
+	}
+	t.Errorf("work_mem after Reload: %s, want 7MB", got)
 }
 
 func ownedDir(t *testing.T, rt conformer, path string) string {

@@ -312,6 +312,18 @@ func (c *ctr) Discard(ctx context.Context) error {
 	return fmt.Errorf("container %s had to be killed", shortID(c.id))
 }
 
+// Reload sends SIGHUP to the container's postmaster.
+func (c *ctr) Reload() error {
+	select {
+	case <-c.done:
+		return ErrExited
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return c.d.cli.ContainerKill(ctx, c.id, "SIGHUP")
+}
+
 func (c *ctr) kill(sig string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -172,6 +172,16 @@ func (p *proc) Discard(ctx context.Context) error {
 	return killPID(p.pid, p.done)
 }
 
+// Reload sends SIGHUP to the postmaster.
+func (p *proc) Reload() error {
+	select {
+	case <-p.done:
+		return ErrExited
+	default:
+	}
+	return syscall.Kill(p.pid, syscall.SIGHUP)
+}
+
 // stopPID stops the postmaster pid, whose exit is signalled by done.
 func stopPID(ctx context.Context, pid int, done <-chan struct{}) error {
 	select {

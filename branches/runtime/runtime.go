@@ -80,6 +80,9 @@ type Instance interface {
 	// server whose files are about to be thrown away, escalating to SIGKILL if ctx
 	// ends first, and waits for it to exit.
 	Discard(ctx context.Context) error
+	// Reload has the server read its configuration files again (SIGHUP to the
+	// postmaster, which passes it on to its processes).
+	Reload() error
 }
 
 // Runtime starts Postgres servers.
