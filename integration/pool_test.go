@@ -323,3 +323,38 @@ func TestCreateOverEndedEphemeral(t *testing.T) {
 		t.Errorf("the branch created over the ended one is still ephemeral: %+v", b)
 	}
 }
+
+// TestPoolAutovacuum: a warm pool member's server runs without autovacuum (its
+// launcher would fork a worker per database all the time), and a claimed branch
+// gets it back: a while after its claim, or at its next start if that comes first.
+func TestPoolAutovacuum(t *testing.T) {
+	s := startServer(t, newStateDir(t), "--warm", "2", "--reap-interval", "200ms")
+	s.seedSQL("app", lifecycleSQL)
+	waitPool(t, s, 2)
+	ctx := context.Background()
+	show := func(name string) string {
+		c := s.connect(t, "app@"+name)
+		defer c.Close(ctx)
+		var v string
+		if err := c.QueryRow(ctx, "SHOW autovacuum").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, name := range []string{"later", "woken"} {
+		if v := show(name); v != "off" {
+			t.Fatalf("autovacuum on a branch just claimed from the pool: %s, want off", v)
+		}
+	}
+	s.mustCLI("branch", "stop", "woken")
+	if v := show("woken"); v != "on" {
+		t.Errorf("autovacuum on a claimed branch started again: %s, want on", v)
+	}
+	eventually(t, 20*time.Second, "autovacuum on the claimed branch", func() bool { return show("later") == "on" })
+	c := s.connect(t, "app@later")
+	defer c.Close(ctx)
+	var launchers int
+	if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum launcher'").Scan(&launchers); err != nil || launchers != 1 {
+		t.Errorf("autovacuum launchers on the claimed branch: %d %v, want 1", launchers, err)
+	}
+}
