@@ -358,3 +358,56 @@ func TestPoolAutovacuum(t *testing.T) {
 		t.Errorf("autovacuum launchers on the claimed branch: %d %v, want 1", launchers, err)
 	}
 }
+
+// warmRelationsSQL has more relations than a session opened ahead opens, of
+// every kind it opens, in more than one schema, some no role but the owner may
+// read.
+var warmRelationsSQL = func() string {
+	var b strings.Builder
+	b.WriteString(lifecycleSQL)
+	b.WriteString(`CREATE SCHEMA other;
+CREATE TABLE other.parted (id int PRIMARY KEY, v text) PARTITION BY RANGE (id);
+CREATE TABLE other.parted_1 PARTITION OF other.parted FOR VALUES FROM (0) TO (1000);
+CREATE MATERIALIZED VIEW other.mv AS SELECT id FROM t;
+CREATE UNLOGGED TABLE other.scratch (id int);
+CREATE ROLE nobody_reads LOGIN;
+REVOKE ALL ON ALL TABLES IN SCHEMA public FROM PUBLIC;
+`)
+	for i := range 120 {
+		fmt.Fprintf(&b, "CREATE TABLE many_%d (id int PRIMARY KEY, v text);\n", i)
+	}
+	return b.String()
+}()
+
+// TestPoolWarmsRelations: a session opened ahead opens the database's relations
+// before its client comes (their relation cache entries), on a seed with more
+// relations than it opens and of every kind, also for a role that may read none
+// of them, and its client finds it idle with no lock left.
+func TestPoolWarmsRelations(t *testing.T) {
+	s := startServer(t, newStateDir(t), "--warm", "1", "--reap-interval", "200ms",
+		"--warm-user", "postgres", "--warm-user", "nobody_reads")
+	s.seedSQL("app", warmRelationsSQL)
+	waitPool(t, s, 1)
+	eventually(t, 30*time.Second, "sessions opened ahead", func() bool {
+		p := s.pooled()
+		return len(p) == 1 && p[0].IdleServers >= 2
+	})
+	ctx := context.Background()
+	c := s.connect(t, "app@claimed", "user=nobody_reads")
+	defer c.Close(ctx)
+	var locks int
+	if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'relation' AND relation >= 16384").Scan(&locks); err != nil || locks != 0 {
+		t.Errorf("user relations locked by the claimed session: %d %v, want 0", locks, err)
+	}
+	if m := s.metrics(t); !regexp.MustCompile(`pgbranch_proxy_server_sessions_reused_total [1-9]`).MatchString(m) {
+		t.Errorf("the claim forked a backend: no server session opened ahead was used\n%s", m)
+	}
+	var user string
+	if err := c.QueryRow(ctx, "SELECT current_user").Scan(&user); err != nil || user != "nobody_reads" {
+		t.Errorf("current_user on the claimed session: %q %v", user, err)
+	}
+	var n int
+	if err := s.connect(t, "app@claimed").QueryRow(ctx, "SELECT count(*) FROM other.parted").Scan(&n); err != nil {
+		t.Errorf("a partitioned table on the claimed branch: %v", err)
+	}
+}
