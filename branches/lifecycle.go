@@ -334,10 +334,18 @@ func (m *Manager) startServerWith(ctx context.Context, b *branch, ready serverRe
 	os.Remove(filepath.Join(l.data, "postmaster.pid"))
 	probe := filepath.Join(l.run, "lazyrw.active")
 	os.Remove(probe)
-	if _, err := m.poolVacuum(l.data, rec.Pooled); err != nil {
-		m.log.Warn("set a branch's autovacuum for the warm pool", zap.String("branch", rec.Name), zap.Error(err))
-	}
 	settings := seed.ServerSettings(hba, ident)
+	if rec.Pooled { // without autovacuum until claimed (poolvacuum.go)
+		conf, err := m.poolConf(l.dir, l.data)
+		if err != nil {
+			return err
+		}
+		if conf != "" {
+			settings["config_file"] = conf
+		}
+	} else {
+		os.Remove(filepath.Join(l.dir, poolConfName))
+	}
 	// Recycled WAL segments count against a branch's quota: keep fewer than the
 	// default 80MB worth. --pg-setting can say otherwise.
 	settings["min_wal_size"] = "32MB"

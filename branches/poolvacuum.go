@@ -2,11 +2,12 @@ package branches
 
 import (
 	"bytes"
-	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
@@ -17,47 +18,64 @@ import (
 // Its launcher would start a worker, a backend fork, for each of its databases
 // every autovacuum_naptime, for databases nobody writes to: with 200 members of a
 // three-database seed, ten forks a second, which took a quarter of a 2-core
-// machine. The member's postgresql.auto.conf (read after postgresql.conf, and
-// below --pg-setting, which goes on the command line) gets a line that turns it
-// off; a start of a branch that is not a member takes the line out, and so does
-// a claimed branch's server autovacuumAfterClaim after its claim, with a reload.
-// A short test's branch is gone by then and never pays for the reload.
+// machine. A member starts with a configuration file of its own (config_file, in
+// the branch's directory, not its data directory, so that ALTER SYSTEM and the
+// branch's forks never see it): the data directory's postgresql.conf, included,
+// and a line that turns autovacuum off. postgresql.auto.conf is read after it, and
+// --pg-setting (the command line) above both. autovacuumAfterClaim after a claim,
+// the line is commented out and the server reloads; a later start is not a
+// member's and goes without the file. A short test's branch is gone by then and
+// never pays for the reload.
 
-// poolVacuumLine is the line, recognised by its comment.
-const poolVacuumLine = "autovacuum = off # pgbranchproxy: a warm pool member, until claimed\n"
+// poolConfName is the member's configuration file, in the branch's directory.
+const poolConfName = "pool.conf"
+
+// poolVacuumLine turns autovacuum off; its first byte, a space, becomes '#' to
+// turn the line into a comment, in place: the Docker runtime binds the file
+// itself into the container, so it must stay the same file.
+const poolVacuumLine = " autovacuum = off\t# until a client claims this warm pool member\n"
 
 // autovacuumAfterClaim is how long a claimed branch's server waits for its autovacuum.
 const autovacuumAfterClaim = 10 * time.Second
 
-// poolVacuum puts the line in the server configuration of the branch whose data
-// directory is dataDir (pooled), or takes it out, and reports whether the file
-// changed. Nothing is done when --pg-setting sets autovacuum.
-func (m *Manager) poolVacuum(dataDir string, pooled bool) (bool, error) {
+// poolConf writes the configuration file of a member whose branch directory is
+// dir and data directory data, and returns its path; "" when --pg-setting sets
+// autovacuum, whose command line would win anyway.
+func (m *Manager) poolConf(dir, data string) (string, error) {
 	if _, set := m.cfg.Settings["autovacuum"]; set {
+		return "", nil
+	}
+	path := filepath.Join(dir, poolConfName)
+	conf := fmt.Sprintf("# written by pgbranchproxy for a warm pool member\ninclude_if_exists '%s'\n%s",
+		strings.ReplaceAll(filepath.Join(data, "postgresql.conf"), "'", "''"), poolVacuumLine)
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		return "", err
+	}
+	// Root writes it, the Postgres user reads it: whatever the umask.
+	return path, os.Chmod(path, 0o644)
+}
+
+// vacuumOn comments out the autovacuum line of the member configuration file at
+// path, and reports whether it did (false: there is no such file, or the line is
+// a comment already).
+func vacuumOn(path string) (bool, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
-	path := filepath.Join(dataDir, "postgresql.auto.conf")
-	old, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err != nil {
 		return false, err
 	}
-	now := bytes.ReplaceAll(old, []byte(poolVacuumLine), nil)
-	if pooled {
-		now = append(now, poolVacuumLine...)
+	defer f.Close()
+	conf, err := os.ReadFile(path)
+	if err != nil {
+		return false, err
 	}
-	if bytes.Equal(now, old) {
+	at := bytes.Index(conf, []byte(poolVacuumLine))
+	if at < 0 {
 		return false, nil
 	}
-	tmp := path + ".pgbranch"
-	if err := os.WriteFile(tmp, now, 0o600); err != nil {
-		return false, err
-	}
-	if err := os.Chown(tmp, m.cfg.User.UID, m.cfg.User.GID); err != nil {
-		os.Remove(tmp)
-		return false, err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if _, err := f.WriteAt([]byte("#"), int64(at)); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -74,31 +92,23 @@ func (m *Manager) autovacuumLater(b *branch) {
 	}
 }
 
-// autovacuumOn takes the line out of the configuration of b's server inst and
-// has it reload, as an operation on b. Nothing is left to do when b is gone or
-// ended, or inst no longer runs (a later start reads the file without the line);
-// while another operation runs, it tries again later.
+// autovacuumOn turns autovacuum on for b's server inst, unless b is gone or ended,
+// or inst no longer runs (a later start has no member configuration). It is no
+// operation on b: an operation in flight (a stop, a reset) takes inst away, and a
+// reload of a server on its way out does no harm.
 func (m *Manager) autovacuumOn(b *branch, inst runtime.Instance) {
 	m.mu.Lock()
-	switch {
-	case m.closed, b.inst != inst, b.ended(), m.branches[key{b.rec.Source, b.rec.Name}] != b:
+	if m.closed || b.inst != inst || b.ended() || m.branches[key{b.rec.Source, b.rec.Name}] != b {
 		m.mu.Unlock()
-		return
-	case b.op != nil:
-		m.mu.Unlock()
-		time.AfterFunc(autovacuumAfterClaim, func() { m.autovacuumOn(b, inst) })
 		return
 	}
-	data, name := m.layoutOf(b.rec.ID).data, b.rec.Name
-	m.startOp(b, "autovacuum", func(context.Context) error {
-		changed, err := m.poolVacuum(data, false)
-		if err == nil && changed {
-			err = inst.Reload()
-		}
-		if err != nil {
-			m.log.Warn("turn a claimed branch's autovacuum on", zap.String("branch", name), zap.Error(err))
-		}
-		return nil
-	})
+	path, name := filepath.Join(m.layoutOf(b.rec.ID).dir, poolConfName), b.rec.Name
 	m.mu.Unlock()
+	changed, err := vacuumOn(path)
+	if err == nil && changed {
+		err = inst.Reload()
+	}
+	if err != nil && !errors.Is(err, runtime.ErrExited) {
+		m.log.Warn("turn a claimed branch's autovacuum on", zap.String("branch", name), zap.Error(err))
+	}
 }

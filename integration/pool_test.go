@@ -346,12 +346,25 @@ func TestPoolAutovacuum(t *testing.T) {
 			t.Fatalf("autovacuum on a branch just claimed from the pool: %s, want off", v)
 		}
 	}
+	// ALTER SYSTEM rewrites postgresql.auto.conf: what keeps autovacuum off is
+	// not in it, and goes with the member's server.
+	c := s.connect(t, "app@woken")
+	if _, err := c.Exec(ctx, "ALTER SYSTEM SET work_mem = '5MB'"); err != nil {
+		t.Fatal(err)
+	}
+	c.Close(ctx)
 	s.mustCLI("branch", "stop", "woken")
 	if v := show("woken"); v != "on" {
 		t.Errorf("autovacuum on a claimed branch started again: %s, want on", v)
 	}
+	c = s.connect(t, "app@woken")
+	var workMem string
+	if err := c.QueryRow(ctx, "SHOW work_mem").Scan(&workMem); err != nil || workMem != "5MB" {
+		t.Errorf("work_mem set by ALTER SYSTEM on a claimed branch, after its restart: %s %v", workMem, err)
+	}
+	c.Close(ctx)
 	eventually(t, 20*time.Second, "autovacuum on the claimed branch", func() bool { return show("later") == "on" })
-	c := s.connect(t, "app@later")
+	c = s.connect(t, "app@later")
 	defer c.Close(ctx)
 	var launchers int
 	if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum launcher'").Scan(&launchers); err != nil || launchers != 1 {
@@ -372,6 +385,7 @@ CREATE MATERIALIZED VIEW other.mv AS SELECT id FROM t;
 CREATE UNLOGGED TABLE other.scratch (id int);
 CREATE ROLE nobody_reads LOGIN;
 REVOKE ALL ON ALL TABLES IN SCHEMA public FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION pg_indexes_size(regclass) FROM PUBLIC;
 `)
 	for i := range 120 {
 		fmt.Fprintf(&b, "CREATE TABLE many_%d (id int PRIMARY KEY, v text);\n", i)
@@ -381,8 +395,9 @@ REVOKE ALL ON ALL TABLES IN SCHEMA public FROM PUBLIC;
 
 // TestPoolWarmsRelations: a session opened ahead opens the database's relations
 // before its client comes (their relation cache entries), on a seed with more
-// relations than it opens and of every kind, also for a role that may read none
-// of them, and its client finds it idle with no lock left.
+// relations than it opens and of every kind; for a role that may not (no EXECUTE
+// on pg_indexes_size) the session is opened all the same; its client finds it
+// idle with no lock left.
 func TestPoolWarmsRelations(t *testing.T) {
 	s := startServer(t, newStateDir(t), "--warm", "1", "--reap-interval", "200ms",
 		"--warm-user", "postgres", "--warm-user", "nobody_reads")
