@@ -182,8 +182,9 @@ func (m *Manager) acquire(ctx context.Context, route router.Route, existing bool
 			l.use.prev, l.use.at, l.use.inst = b.rec.LastUsedAt, m.now(), b.inst
 			b.rec.LastUsedAt = l.use.at
 			m.running.Get(k)
-			first, id := !b.rec.HadSession, b.rec.ID
-			b.rec.HadSession = true
+			// Only an ephemeral branch's restart needs to know (reconcile).
+			first, id := b.rec.Ephemeral && !b.rec.HadSession, b.rec.ID
+			b.rec.HadSession = b.rec.HadSession || first
 			m.mu.Unlock()
 			if first {
 				m.recordFirstSession(ctx, b, id, k.name)

@@ -40,9 +40,16 @@ func (m *Manager) Create(ctx context.Context, name string, opts CreateOptions) e
 			return ErrClosed
 		}
 		if b := m.branches[key{source, name}]; b != nil {
-			if !b.ended() {
+			switch {
+			case !b.ended():
 				m.mu.Unlock()
 				return fmt.Errorf("branch %q of source %q: %w", name, source, ErrExists)
+			case b.fenced: // not this node's to destroy
+				m.mu.Unlock()
+				return m.fencedErr(name)
+			case b.rec.State == catalog.Lost:
+				m.mu.Unlock()
+				return fmt.Errorf("branch %q: %w", name, ErrLost)
 			}
 			// Gone for clients (burst.go): the name is free once it is destroyed.
 			o, own := b.op, b.op == nil

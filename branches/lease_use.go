@@ -81,8 +81,8 @@ func (m *Manager) revive(ctx context.Context, b *branch, inst runtime.Instance) 
 // connection waits for: an unavailable catalog must not hold the session longer.
 const firstSessionWait = time.Second
 
-// recordFirstSession records in the catalog that branch b (id) has had a session,
-// at its first lease (a claim recorded it already), so that a run after a crash
+// recordFirstSession records in the catalog that branch b (id), ephemeral, has had
+// a session, at its first lease (a claim recorded it already), so that a run after a crash
 // knows that an ephemeral branch's sessions have ended rather than not begun
 // (reconcile). b.rec.HadSession is already set, so that concurrent leases do not
 // write it twice; a failed write clears it again, for the next lease to retry.

@@ -57,8 +57,8 @@ type Branch struct {
 	// set them from the registration (nodes.go).
 	NodeID    string
 	NodeEpoch int64
-	// HadSession: a client session has used the branch (a claim, or the first
-	// session's lease: MarkHadSession). Read only for UpdateBranch. An ephemeral
+	// HadSession: a client session has used the branch (a claim, or an ephemeral
+	// branch's first lease: MarkHadSession). Read only for UpdateBranch. An ephemeral
 	// branch goes when its last session ends; after a crash, this is how the next
 	// run knows that its sessions have ended rather than not begun.
 	HadSession bool
