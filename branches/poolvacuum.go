@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -67,7 +68,7 @@ func vacuumOn(path string) (bool, error) {
 		return false, err
 	}
 	defer f.Close()
-	conf, err := os.ReadFile(path)
+	conf, err := io.ReadAll(f)
 	if err != nil {
 		return false, err
 	}

@@ -269,16 +269,24 @@ func TestEphemeralEndedNameIsNew(t *testing.T) {
 	}
 }
 
-// TestEphemeralEndedDestroyFails: while the destroy of an ephemeral branch whose
-// last session ended fails, a connection to its name is refused with 57P03 rather
-// than served the old branch (or an internal error), and once a destroy
-// succeeds the name gets a new branch.
-func TestEphemeralEndedDestroyFails(t *testing.T) {
+// endedUndestroyable starts a proxy whose first two unmounts of branch e fail, and
+// ends the only session of the ephemeral branch e on it.
+func endedUndestroyable(t *testing.T) *server {
+	t.Helper()
 	t.Setenv(failpointsEnv, "unmount@e=2*error")
 	s := startServer(t, newStateDir(t), "--warm", "2", "--reap-interval", "1m")
 	s.seedSQL("app", lifecycleSQL)
 	waitPool(t, s, 2)
 	endEphemeral(t, s, "e", "first")
+	return s
+}
+
+// TestEphemeralEndedDestroyFails: while the destroy of an ephemeral branch whose
+// last session ended fails, a connection to its name is refused with 57P03 rather
+// than served the old branch (or an internal error), and once a destroy
+// succeeds the name gets a new branch.
+func TestEphemeralEndedDestroyFails(t *testing.T) {
+	s := endedUndestroyable(t)
 	// The reaper's destroy (a moment after the session's end) and this
 	// connection's fail, whichever comes first; this connection sees one of them.
 	if _, err := s.connectErr("app@e", ephOption); pgCode(err) != "57P03" {
@@ -300,11 +308,7 @@ func TestEphemeralEndedDestroyFails(t *testing.T) {
 // does (it is gone for clients), and refuses with a "try again" (503) while that
 // destroy fails, rather than saying the name exists.
 func TestCreateOverEndedEphemeral(t *testing.T) {
-	t.Setenv(failpointsEnv, "unmount@e=2*error")
-	s := startServer(t, newStateDir(t), "--warm", "2", "--reap-interval", "1m")
-	s.seedSQL("app", lifecycleSQL)
-	waitPool(t, s, 2)
-	endEphemeral(t, s, "e", "first")
+	s := endedUndestroyable(t)
 	// The reaper's destroy (kicked by the session's end) and this create's fail,
 	// whichever comes first; this create sees its own.
 	if out, err := s.cli("branch", "create", "e"); err == nil || !strings.Contains(out, "could not be destroyed yet") {
