@@ -81,6 +81,19 @@ func (m *Manager) revive(ctx context.Context, b *branch, inst runtime.Instance) 
 // connection waits for: an unavailable catalog must not hold the session longer.
 const firstSessionWait = time.Second
 
+// madeEphemeral records that branch b, just made ephemeral, has had a session if
+// it has: its sessions so far were not recorded (only an ephemeral branch's are),
+// and a restart must know that its next session's end is not its first.
+func (m *Manager) madeEphemeral(ctx context.Context, b *branch, name string) {
+	m.mu.Lock()
+	first, id := b.hadSession && !b.rec.HadSession, b.rec.ID
+	b.rec.HadSession = b.rec.HadSession || first
+	m.mu.Unlock()
+	if first {
+		m.recordFirstSession(ctx, b, id, name)
+	}
+}
+
 // recordFirstSession records in the catalog that branch b (id), ephemeral, has had
 // a session, at its first lease (a claim recorded it already), so that a run after a crash
 // knows that an ephemeral branch's sessions have ended rather than not begun

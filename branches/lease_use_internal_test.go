@@ -68,3 +68,31 @@ func TestLeaseDialServerGoneForGood(t *testing.T) {
 		t.Error("the failed dial counts as a use of the branch")
 	}
 }
+
+// A branch made ephemeral after it had sessions has that recorded in the catalog,
+// so that a restart destroys it at its next session's end (reconcile); one that
+// had none is still recorded as unused.
+func TestMadeEphemeralRecordsSessions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := newUnitManager(t, "")
+	t0 := time.Now().UTC()
+	used, unused := addStopped(t, m, "used", t0), addStopped(t, m, "unused", t0)
+	used.hadSession = true // a session ended before it was made ephemeral
+	on := true
+	for _, name := range []string{"used", "unused"} {
+		if err := m.Set(ctx, "s", name, Settings{Ephemeral: &on}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := m.cat.Branches(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64]bool{used.rec.ID: true, unused.rec.ID: false}
+	for _, r := range all {
+		if had, ok := want[r.ID]; ok && (!r.Ephemeral || r.HadSession != had) {
+			t.Errorf("%s in the catalog: ephemeral %v, had a session %v; want true, %v", r.Name, r.Ephemeral, r.HadSession, had)
+		}
+	}
+}
