@@ -157,7 +157,12 @@ func (m *Manager) Set(ctx context.Context, source, name string, s Settings) erro
 		return fmt.Errorf("%w: negative ttl or quota", ErrInvalid)
 	}
 	err = m.do(ctx, key{source, name}, "set", nil, func(ctx context.Context, b *branch) error {
-		err := m.save(ctx, b, "admin set", func(r *catalog.Branch) {
+		if s.Ephemeral != nil && *s.Ephemeral {
+			if err := m.recordPastSessions(ctx, b); err != nil {
+				return err
+			}
+		}
+		return m.save(ctx, b, "admin set", func(r *catalog.Branch) {
 			if s.TTL != nil {
 				r.TTL = *s.TTL
 			}
@@ -168,10 +173,6 @@ func (m *Manager) Set(ctx context.Context, source, name string, s Settings) erro
 				r.Ephemeral = *s.Ephemeral
 			}
 		})
-		if err == nil && s.Ephemeral != nil && *s.Ephemeral {
-			m.madeEphemeral(ctx, b, name)
-		}
-		return err
 	})
 	if err == nil && s.ServerLimits != (ServerLimits{}) {
 		err = m.SetLimits(ctx, source, name, s.ServerLimits)

@@ -81,17 +81,29 @@ func (m *Manager) revive(ctx context.Context, b *branch, inst runtime.Instance) 
 // connection waits for: an unavailable catalog must not hold the session longer.
 const firstSessionWait = time.Second
 
-// madeEphemeral records that branch b, just made ephemeral, has had a session if
-// it has: its sessions so far were not recorded (only an ephemeral branch's are),
-// and a restart must know that its next session's end is not its first.
-func (m *Manager) madeEphemeral(ctx context.Context, b *branch, name string) {
+// recordPastSessions records in the catalog that branch b, about to be made
+// ephemeral, has had sessions, if it has: only an ephemeral branch's are recorded
+// as they come, and a restart must not take the end of its next session for its
+// first (reconcile). It is written before the ephemeral mark, so that no crash
+// leaves the mark without it.
+func (m *Manager) recordPastSessions(ctx context.Context, b *branch) error {
 	m.mu.Lock()
-	first, id := b.hadSession && !b.rec.HadSession, b.rec.ID
-	b.rec.HadSession = b.rec.HadSession || first
+	todo, id, name := b.hadSession && !b.rec.HadSession, b.rec.ID, b.rec.Name
 	m.mu.Unlock()
-	if first {
-		m.recordFirstSession(ctx, b, id, name)
+	if !todo {
+		return nil
 	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), catalogWriteTimeout)
+	defer cancel()
+	if err := m.cat.MarkHadSession(wctx, id); err != nil {
+		return m.writeFailed(ctx, b, name, err)
+	}
+	m.mu.Lock()
+	if b.rec.ID == id {
+		b.rec.HadSession = true
+	}
+	m.mu.Unlock()
+	return nil
 }
 
 // recordFirstSession records in the catalog that branch b (id), ephemeral, has had

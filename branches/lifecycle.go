@@ -87,6 +87,21 @@ func wait(ctx context.Context, o *op) error {
 	}
 }
 
+// writeFailed returns the error of a write of branch b's row (name) that failed
+// with err, fencing b when the row is not this node's any more, either alone or
+// because the node's registration is gone (ErrNodeLost is also ErrFenced).
+func (m *Manager) writeFailed(ctx context.Context, b *branch, name string, err error) error {
+	if errors.Is(err, ErrFenced) {
+		m.fencedOut(ctx, b, err)
+	}
+	if errors.Is(err, ErrLost) {
+		// Only ErrLost, which fencedOut logged with its cause: the client
+		// must learn that the branch is lost, not that it was fenced.
+		return fmt.Errorf("record branch %q: %w", name, ErrLost)
+	}
+	return fmt.Errorf("record branch %q: %w", name, err)
+}
+
 // catalogWriteTimeout bounds one recorded state change.
 const catalogWriteTimeout = 30 * time.Second
 
@@ -107,20 +122,11 @@ func (m *Manager) save(ctx context.Context, b *branch, reason string, mutate fun
 	err := m.cat.UpdateBranch(wctx, rec, reason)
 	cancel()
 	if err != nil {
-		// The row is not this node's any more, either alone or because the
-		// node's registration is gone (ErrNodeLost is also ErrFenced).
-		if errors.Is(err, ErrFenced) {
-			m.fencedOut(ctx, b, err)
-		}
-		if errors.Is(err, ErrLost) {
-			// Only ErrLost, which fencedOut logged with its cause: the client
-			// must learn that the branch is lost, not that it was fenced.
-			return fmt.Errorf("record branch %q: %w", rec.Name, ErrLost)
-		}
-		return fmt.Errorf("record branch %q: %w", rec.Name, err)
+		return m.writeFailed(ctx, b, rec.Name, err)
 	}
 	m.mu.Lock()
 	rec.LastUsedAt = b.rec.LastUsedAt // sessions update it concurrently
+	rec.HadSession = b.rec.HadSession // so does a first session's record (UpdateBranch leaves it)
 	b.rec = rec
 	m.mu.Unlock()
 	if rec.State != prev {
