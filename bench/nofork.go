@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -12,9 +13,9 @@ import (
 
 // noFork measures what keeping forked processes ready buys: a new branch claimed
 // from the warm pool against a connect to an existing branch whose server session
-// is reused; 20 new branches at once within the pool, then the same 20 again;
-// connect-per-transaction with server-session reuse on and off next to PgBouncer;
-// and a 200-test suite run five ways on the same data. Two proxies of their own serve the small data set: one
+// is reused; 20 clients at once (fanouts); connect-per-transaction with
+// server-session reuse on and off next to PgBouncer; and a 200-test suite run five
+// ways on the same data. Two proxies of their own serve the small data set: one
 // with a pool and reuse, one with neither.
 func noFork(ctx context.Context, e *env, d *dataset, rep *report) error {
 	cfg := e.cfg
@@ -71,40 +72,115 @@ func noFork(ctx context.Context, e *env, d *dataset, rep *report) error {
 	rep.latency("existing_branch_connect_ms", "reused", reusedMS, false, "pgx connect + SELECT 1 to a running branch with a parked server session")
 	rep.series("new_branch_first_query_ratio/pooled_vs_reused", "ratio", pairedRatios(pooledMS, reusedMS), "paired by round")
 
-	// 20 new branches at once, within a pool of 20.
-	if _, err := warm.cli(ctx, "source", "set", d.name, "--warm", "20"); err != nil {
-		return err
-	}
-	// Each round's 20 names are connected to again at once, now running with a
-	// parked server session each: what 20 connects at once cost without a claim.
-	var fan, again []float64
-	for r := range cfg.fanoutRounds {
-		if err := warm.waitPooled(ctx, 20); err != nil {
+	if err := withPgbouncer(ctx, e, d, func(bouncer *pgbouncer) error {
+		if err := fanouts(ctx, e, warm, bouncer, d, rep); err != nil {
 			return err
 		}
-		dsn := func(i int) string { return warm.dsn(fmt.Sprintf("%s@fan-%d-%d", d.name, r, i)) }
-		durs, err := concurrentFirstQueries(ctx, 20, dsn)
-		if err != nil {
-			return err
-		}
-		fan = append(fan, durs...)
-		if durs, err = concurrentFirstQueries(ctx, 20, dsn); err != nil {
-			return err
-		}
-		again = append(again, durs...)
-	}
-	rep.latency("fanout20_first_query_ms", "pooled", fan, true, "20 new names at once, each claimed from --warm 20")
-	rep.latency("fanout20_first_query_ms", "reused", again, true, "the same 20 names at once again, each running with a parked server session")
-	rep.quotient("fanout20_ratio/pooled_p95_vs_single_p50", "fanout20_first_query_ms/p95/pooled", "new_branch_first_query_ms/p50/pooled", "20 at once against one alone")
-	rep.quotient("fanout20_ratio/pooled_vs_reused_p95", "fanout20_first_query_ms/p95/pooled", "fanout20_first_query_ms/p95/reused", "claims against connects to the same branches, 20 at once")
-	if _, err := warm.cli(ctx, "source", "set", d.name, "--warm", "5"); err != nil {
-		return err
-	}
-
-	if err := connectPerTxn(ctx, e, warm, cold, d, rep); err != nil {
+		return connectPerTxn(ctx, e, warm, cold, bouncer, d, rep)
+	}); err != nil {
 		return err
 	}
 	return testSuites(ctx, e, warm, cold, d, rep)
+}
+
+// withPgbouncer runs fn with PgBouncer in front of the data set's own server.
+func withPgbouncer(ctx context.Context, e *env, d *dataset, fn func(*pgbouncer) error) error {
+	if err := d.start(ctx, e); err != nil {
+		return err
+	}
+	defer d.stop()
+	bouncer, err := e.startPgbouncer(ctx, d.plain)
+	if err != nil {
+		return err
+	}
+	defer bouncer.stop()
+	return fn(bouncer)
+}
+
+// fanouts has 20 clients connect at once, by round: each to a new name claimed
+// from a pool of 20; then to the same 20 names again, now running with a parked
+// server session each (what 20 connects at once cost without a claim); then
+// through PgBouncer to one database whose server connections are open already (no
+// claim, no server start, no fork: what 20 connects at once cost this machine).
+func fanouts(ctx context.Context, e *env, warm *proxyServer, bouncer *pgbouncer, d *dataset, rep *report) error {
+	cfg := e.cfg
+	viaBouncer := func(int) string { return bouncer.dsn(d.name) }
+	// Forty at once open PgBouncer's forty server connections (default_pool_size):
+	// a round's twenty then find one idle even while the last round's are reset.
+	if err := holdAtOnce(ctx, 40, viaBouncer); err != nil {
+		return fmt.Errorf("pgbouncer warm-up: %w", err)
+	}
+	var single []float64
+	for range cfg.newBranchRounds {
+		dur, err := firstQuery(ctx, viaBouncer(0))
+		if err != nil {
+			return fmt.Errorf("pgbouncer first query: %w", err)
+		}
+		single = append(single, ms(dur))
+	}
+	if _, err := warm.cli(ctx, "source", "set", d.name, "--warm", "20"); err != nil {
+		return err
+	}
+	var fan, again, bounced []float64
+	// PgBouncer's 20 and the pool's take turns going first, each once the pool is
+	// full (no server starting beside them).
+	for r := range cfg.fanoutRounds {
+		named := func(i int) string { return warm.dsn(fmt.Sprintf("%s@fan-%d-%d", d.name, r, i)) }
+		for _, i := range rotation(2, r) {
+			if err := warm.waitPooled(ctx, 20); err != nil {
+				return err
+			}
+			runs := []fanRun{{named, &fan}, {named, &again}}
+			if i == 1 {
+				runs = []fanRun{{viaBouncer, &bounced}}
+			}
+			for _, run := range runs {
+				durs, err := concurrentFirstQueries(ctx, 20, run.dsn)
+				if err != nil {
+					return err
+				}
+				*run.out = append(*run.out, durs...)
+			}
+		}
+	}
+	rep.latency("fanout20_first_query_ms", "pooled", fan, true, "20 new names at once, each claimed from --warm 20")
+	rep.latency("fanout20_first_query_ms", "reused", again, true, "the same 20 names at once again, each running with a parked server session")
+	rep.latency("existing_db_connect_ms", "pgbouncer", single, false, "pgx connect + SELECT 1 through PgBouncer (session mode), its server connections open already")
+	rep.latency("fanout20_first_query_ms", "pgbouncer", bounced, true, "20 connects at once through PgBouncer to one database, its server connections open already")
+	rep.quotient("fanout20_ratio/pooled_p95_vs_single_p50", "fanout20_first_query_ms/p95/pooled", "new_branch_first_query_ms/p50/pooled", "20 at once against one alone")
+	rep.quotient("fanout20_ratio/pooled_vs_reused_p95", "fanout20_first_query_ms/p95/pooled", "fanout20_first_query_ms/p95/reused", "claims against connects to the same branches, 20 at once")
+	rep.quotient("fanout20_ratio/pgbouncer_p95_vs_single_p50", "fanout20_first_query_ms/p95/pgbouncer", "existing_db_connect_ms/p50/pgbouncer", "the same rule applied to PgBouncer: 20 at once against one alone")
+	rep.quotient("fanout20_ratio/pooled_vs_pgbouncer_p95", "fanout20_first_query_ms/p95/pooled", "fanout20_first_query_ms/p95/pgbouncer", "20 new branches at once against 20 connects at once through PgBouncer, same rounds")
+	_, err := warm.cli(ctx, "source", "set", d.name, "--warm", "5")
+	return err
+}
+
+// fanRun is one fan-out: its clients' DSNs and where their durations go.
+type fanRun struct {
+	dsn func(int) string
+	out *[]float64
+}
+
+// holdAtOnce opens n connections at once, holds them until all are open, and
+// closes them.
+func holdAtOnce(ctx context.Context, n int, dsn func(int) string) error {
+	conns := make([]*pgx.Conn, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conns[i], errs[i] = pgx.Connect(ctx, dsn(i))
+		}()
+	}
+	wg.Wait()
+	for _, c := range conns {
+		if c != nil {
+			c.Close(ctx)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // waitPooled waits until the proxy has n pooled branches ready.
@@ -156,22 +232,13 @@ func concurrentFirstQueries(ctx context.Context, n int, dsn func(int) string) ([
 }
 
 // connectPerTxn runs pgbench -C -S against PgBouncer and both proxies, rotated by round.
-func connectPerTxn(ctx context.Context, e *env, warm, cold *proxyServer, d *dataset, rep *report) error {
+func connectPerTxn(ctx context.Context, e *env, warm, cold *proxyServer, bouncer *pgbouncer, d *dataset, rep *report) error {
 	cfg := e.cfg
 	for _, p := range []*proxyServer{warm, cold} {
 		if _, err := firstQuery(ctx, p.dsn(d.name+"@pgbench-c")); err != nil {
 			return err
 		}
 	}
-	if err := d.start(ctx, e); err != nil {
-		return err
-	}
-	defer d.stop()
-	bouncer, err := e.startPgbouncer(ctx, d.plain)
-	if err != nil {
-		return err
-	}
-	defer bouncer.stop()
 	paths := []path{{"proxy_reuse", warm.dsn(d.name + "@pgbench-c")}, {"proxy_no_reuse", cold.dsn(d.name + "@pgbench-c")},
 		{"pgbouncer", bouncer.dsn(d.name)}, {"direct_tcp", d.plain.tcpDSN(d.name)}}
 	tps := make([][]float64, len(paths))
