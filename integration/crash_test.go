@@ -77,8 +77,9 @@ func TestShutdownEndsSessionsWith57P01(t *testing.T) {
 }
 
 // TestKill9EndsEphemeralSessions: a kill -9 of serve ends the sessions of its
-// ephemeral branches, and the next run knows it: the branch claimed from the pool
-// and the one made by the admin API and then used are gone for clients and
+// ephemeral branches, and the next run knows it: the branch claimed from the pool,
+// the one made by the admin API and then used, and the one made ephemeral by
+// `branch set` while in use after an earlier session are gone for clients and
 // destroyed, while the ephemeral branch no session has used yet is kept.
 func TestKill9EndsEphemeralSessions(t *testing.T) {
 	state := newStateDir(t)
@@ -98,10 +99,15 @@ func TestKill9EndsEphemeralSessions(t *testing.T) {
 		}
 		// Left open: the kill ends it.
 	}
+	// A branch made ephemeral while in use, after a session of its own had ended.
+	c := s.connect(t, "app@marked")
+	c.Close(ctx)
+	s.connect(t, "app@marked") // left open
+	s.mustCLI("branch", "set", "marked", "--ephemeral=true")
 	s.kill9()
 
 	s2 := startServer(t, state, "--reap-interval", "200ms")
-	c := s2.connect(t, "app@claimed", ephOption)
+	c = s2.connect(t, "app@claimed", ephOption)
 	if v, err := rowOne(c); err != nil || v != "seed" {
 		t.Errorf("a connection to the ephemeral branch in use at the kill sees %q (%v), want a new branch with the seed's row", v, err)
 	}
@@ -110,7 +116,8 @@ func TestKill9EndsEphemeralSessions(t *testing.T) {
 		b := s2.branches()
 		_, claimed := b["claimed"]
 		_, made := b["made"]
-		return !claimed && !made
+		_, marked := b["marked"]
+		return !claimed && !made && !marked
 	})
 	if _, ok := s2.branches()["unused"]; !ok {
 		t.Errorf("the ephemeral branch no session used was destroyed after the restart\n%s", s2.logs())

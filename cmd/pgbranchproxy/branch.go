@@ -82,10 +82,11 @@ func newBranchSet(g *globalFlags) *cobra.Command {
 	var source string
 	var ttl time.Duration
 	var quota int64
+	var ephemeral bool
 	var limits runtime.Limits
 	cmd := &cobra.Command{
-		Use:   "set NAME [--ttl DUR] [--quota SIZE] [--branch-memory SIZE] [--branch-cpus N] [--branch-pids N] [--source S]",
-		Short: "Change a branch's TTL, quota or server limits (limits apply from its next start)",
+		Use:   "set NAME [--ttl DUR] [--quota SIZE] [--ephemeral=true|false] [--branch-memory SIZE] [--branch-cpus N] [--branch-pids N] [--source S]",
+		Short: "Change a branch's TTL, quota, ephemeral mark or server limits (limits apply from its next start)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var s branches.Settings
@@ -94,6 +95,9 @@ func newBranchSet(g *globalFlags) *cobra.Command {
 			}
 			if cmd.Flags().Changed("quota") {
 				s.Quota = &quota
+			}
+			if cmd.Flags().Changed("ephemeral") {
+				s.Ephemeral = &ephemeral
 			}
 			if cmd.Flags().Changed("branch-memory") {
 				s.MemoryBytes = &limits.MemoryBytes
@@ -104,8 +108,8 @@ func newBranchSet(g *globalFlags) *cobra.Command {
 			if cmd.Flags().Changed("branch-pids") {
 				s.PIDs = &limits.PIDs
 			}
-			if s.TTL == nil && s.Quota == nil && s.ServerLimits == (branches.ServerLimits{}) {
-				return fmt.Errorf("give --ttl, --quota, --branch-memory, --branch-cpus or --branch-pids")
+			if s.TTL == nil && s.Quota == nil && s.Ephemeral == nil && s.ServerLimits == (branches.ServerLimits{}) {
+				return fmt.Errorf("give --ttl, --quota, --ephemeral, --branch-memory, --branch-cpus or --branch-pids")
 			}
 			path := "/v1/branches/" + url.PathEscape(args[0])
 			if source != "" {
@@ -117,6 +121,7 @@ func newBranchSet(g *globalFlags) *cobra.Command {
 	cmd.Flags().StringVar(&source, "source", "", "source of the branch (when the name exists in several)")
 	cmd.Flags().DurationVar(&ttl, "ttl", 0, "destroy after this long without a session; 0: the server's default")
 	cmd.Flags().Var(sizeFlag{&quota}, "quota", "bytes the branch may own, e.g. 2GB; 0: the server's default")
+	cmd.Flags().BoolVar(&ephemeral, "ephemeral", false, "true: destroy the branch when its last session ends (at once if it has none now and had one); false: keep it")
 	addLimitFlags(cmd.Flags(), &limits)
 	return cmd
 }
