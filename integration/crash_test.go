@@ -99,7 +99,9 @@ func TestKill9EndsEphemeralSessions(t *testing.T) {
 		}
 		// Left open: the kill ends it.
 	}
-	// A branch made ephemeral while in use, after a session of its own had ended.
+	// A branch made ephemeral while in use, after a session of its own had ended
+	// (created by the admin API: a claim would record its sessions itself).
+	s.mustCLI("branch", "create", "marked")
 	c := s.connect(t, "app@marked")
 	c.Close(ctx)
 	s.connect(t, "app@marked") // left open

@@ -52,12 +52,28 @@ func newRoot() *cobra.Command {
 	return root
 }
 
+// onlyOnCommandLine marks the flags of a command that changes what they name
+// (branch set): a PGBRANCH_* variable or config line meant for another command
+// must not change a branch that the command line did not ask to change.
+const onlyOnCommandLine = "pgbranch_command_line_only"
+
+// markCommandLineOnly marks the named flags of fs as taken from the command line only.
+func markCommandLineOnly(fs *pflag.FlagSet, names ...string) {
+	for _, n := range names {
+		if err := fs.SetAnnotation(n, onlyOnCommandLine, []string{"true"}); err != nil {
+			panic(err) // a flag of the command's own definition
+		}
+	}
+}
+
+func commandLineOnly(f *pflag.Flag) bool { return f.Annotations[onlyOnCommandLine] != nil }
+
 // envDefaults sets every flag not given on the command line from PGBRANCH_<NAME>
 // (upper case, '-' as '_'), if that variable is set.
 func envDefaults(fs *pflag.FlagSet) error {
 	var err error
 	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Changed || err != nil {
+		if f.Changed || err != nil || commandLineOnly(f) {
 			return
 		}
 		name := "PGBRANCH_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
@@ -99,7 +115,7 @@ func configDefaults(fs *pflag.FlagSet, path string) error {
 		if fs.Lookup(name) == nil {
 			return fmt.Errorf("%s:%d: unknown setting %q (settings are the flags of the command)", path, n, name)
 		}
-		if preset[name] {
+		if preset[name] || commandLineOnly(fs.Lookup(name)) {
 			continue
 		}
 		if err := fs.Set(name, value); err != nil {

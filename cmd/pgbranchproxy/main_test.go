@@ -48,3 +48,27 @@ func TestLoopbackListen(t *testing.T) {
 		}
 	}
 }
+
+// branch set takes what it changes from its command line only: PGBRANCH_* and the
+// config file, meant for other commands, change nothing.
+func TestBranchSetCommandLineOnly(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "pgbranchproxy.conf")
+	os.WriteFile(cfg, []byte("ttl = 2h\nquota = 1GB\n"), 0o644)
+	t.Setenv("PGBRANCH_EPHEMERAL", "true")
+	t.Setenv("PGBRANCH_BRANCH_MEMORY", "64MB")
+	cmd := newBranchSet(&globalFlags{})
+	if err := cmd.Flags().Parse([]string{"b", "--branch-pids", "50"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := envDefaults(cmd.Flags()); err != nil {
+		t.Fatal(err)
+	}
+	if err := configDefaults(cmd.Flags(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	var changed []string
+	cmd.Flags().Visit(func(f *pflag.Flag) { changed = append(changed, f.Name) })
+	if strings.Join(changed, ",") != "branch-pids" {
+		t.Errorf("flags set: %v, want only branch-pids (from the command line)", changed)
+	}
+}
