@@ -186,8 +186,12 @@ func (m *Manager) wantKeyLocked(source, key string) {
 	if s.keys == nil {
 		s.keys = map[string]int{}
 	}
-	if _, ok := s.keys[key]; ok || len(s.keys) < maxTrackedKeys {
+	_, known := s.keys[key]
+	if known || len(s.keys) < maxTrackedKeys {
 		s.keys[key]++
+	}
+	if !known && m.warmLocked(s) > 0 {
+		m.prewarmSoon() // members made before this key was used have no session for it
 	}
 }
 

@@ -101,6 +101,7 @@ type Manager struct {
 	lastPrune  time.Time     // when the logs were last pruned (retention.go); the reaper's loop only
 	kick       chan struct{}
 	refillDue  atomic.Bool        // a refill after claims is scheduled (pool.go)
+	late       latePrewarm        // sessions ahead for keys first used after members were made (prewarm_late.go)
 	reapDue    atomic.Bool        // a pass after held-back destroys is scheduled (burst.go)
 	fetches    singleflight.Group // seeds being copied from other nodes (seedpull.go)
 	fetching   map[int64]bool     // the seeds being copied; guarded by mu

@@ -288,7 +288,7 @@ func (m *Manager) newMemberLocked(source string, s *sourceState) error {
 		if err := m.create(ctx, b, "warm pool"); err != nil {
 			return err
 		}
-		m.prewarm(ctx, b)
+		m.prewarm(ctx, b, false)
 		took := time.Since(start)
 		m.cfg.Metrics.took("pool_refill", took)
 		m.mu.Lock()
@@ -308,8 +308,10 @@ func (m *Manager) newMemberLocked(source string, s *sourceState) error {
 }
 
 // prewarm opens server sessions on a new pool member for the startup keys its
-// source's clients used most, and for the --warm-user keys, and parks them.
-func (m *Manager) prewarm(ctx context.Context, b *branch) {
+// source's clients used most, and for the --warm-user keys, and parks them. With
+// missing, only for the keys it has no session parked for, and only while it is
+// still in the pool (prewarm_late.go).
+func (m *Manager) prewarm(ctx context.Context, b *branch, missing bool) {
 	pw := m.cfg.Prewarm
 	if pw == nil || m.cfg.MaxIdleServers == 0 {
 		return
@@ -340,6 +342,9 @@ func (m *Manager) prewarm(ctx context.Context, b *branch) {
 		n := 1
 		if i == 0 {
 			n = ahead
+		}
+		if missing && !m.lacksKey(b, k) {
+			continue
 		}
 		for range n {
 			c, err := pw.Open(ctx, dial, k)

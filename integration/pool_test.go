@@ -430,3 +430,42 @@ func TestPoolWarmsRelations(t *testing.T) {
 		t.Errorf("a partitioned table on the claimed branch: %v", err)
 	}
 }
+
+// TestPoolLearnsKeys: members made before any client came (no --warm-user) open
+// sessions ahead for the startup key of the first claim once claims pause, so
+// that the claims after it fork no backend.
+func TestPoolLearnsKeys(t *testing.T) {
+	s := startServer(t, newStateDir(t), "--warm", "3", "--reap-interval", "200ms")
+	s.seedSQL("app", lifecycleSQL)
+	waitPool(t, s, 3)
+	ctx := context.Background()
+	s.connect(t, "app@first").Close(ctx)
+	eventually(t, 30*time.Second, "every pool member with a session opened ahead", func() bool {
+		p := s.pooled()
+		for _, b := range p {
+			if b.IdleServers == 0 {
+				return false
+			}
+		}
+		return len(p) == 3
+	})
+	before := serverSessionsOpened(t, s)
+	for _, name := range []string{"a", "b", "c"} {
+		s.connect(t, "app@"+name).Close(ctx)
+	}
+	if after := serverSessionsOpened(t, s); after != before {
+		t.Errorf("three claims after the first forked %d backends, want none", after-before)
+	}
+}
+
+// serverSessionsOpened is how many server sessions the proxy has opened (forked)
+// for clients.
+func serverSessionsOpened(t *testing.T, s *server) int {
+	t.Helper()
+	sm := regexp.MustCompile(`(?m)^pgbranch_proxy_server_sessions_opened_total (\d+)$`).FindStringSubmatch(s.metrics(t))
+	if sm == nil {
+		t.Fatal("no pgbranch_proxy_server_sessions_opened_total in the metrics")
+	}
+	n, _ := strconv.Atoi(sm[1])
+	return n
+}
