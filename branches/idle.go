@@ -186,12 +186,11 @@ func (m *Manager) wantKeyLocked(source, key string) {
 	if s.keys == nil {
 		s.keys = map[string]int{}
 	}
-	_, known := s.keys[key]
-	if known || len(s.keys) < maxTrackedKeys {
+	if _, ok := s.keys[key]; ok {
 		s.keys[key]++
-	}
-	if !known && m.warmLocked(s) > 0 {
-		m.prewarmSoon() // members made before this key was used have no session for it
+	} else if len(s.keys) < maxTrackedKeys {
+		s.keys[key] = 1
+		m.newKeyLocked(s, key) // members made before it was used have no session for it
 	}
 }
 

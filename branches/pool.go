@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/failpoint"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
 	"go.uber.org/zap"
 )
@@ -317,7 +318,7 @@ func (m *Manager) prewarm(ctx context.Context, b *branch, missing bool) {
 		return
 	}
 	m.mu.Lock()
-	source, inst := b.rec.Source, b.inst
+	source, name, inst := b.rec.Source, b.rec.Name, b.inst
 	var keys []string
 	ahead := maxAhead
 	if s := m.sources[source]; s != nil {
@@ -343,16 +344,16 @@ func (m *Manager) prewarm(ctx context.Context, b *branch, missing bool) {
 		if i == 0 {
 			n = ahead
 		}
-		if missing && !m.lacksKey(b, k) {
-			continue
-		}
-		for range n {
+		for j := range n {
+			if missing && !m.lacksKey(b, inst, k, j) {
+				break
+			}
 			c, err := pw.Open(ctx, dial, k)
 			if err != nil {
-				m.log.Warn("open a server session ahead", zap.String("branch", b.rec.Name), zap.Error(err))
+				m.log.Warn("open a server session ahead", zap.String("branch", name), zap.Error(err))
 				return
 			}
-			if !m.park(b, k, c) {
+			if !m.park(b, inst, k, c, missing) {
 				c.Close()
 				return
 			}
@@ -385,12 +386,16 @@ func (s *sourceState) clientDatabase() string {
 // prewarmKeys is how many of the most used startup keys a pool member opens.
 const prewarmKeys = 3
 
-// park parks c on b if it has room.
-func (m *Manager) park(b *branch, k string, c io.Closer) bool {
+// park parks c, a session opened ahead on inst, on b if b still runs on inst and
+// has room; late (prewarm_late.go) also asks that b still be an idle pool member.
+func (m *Manager) park(b *branch, inst runtime.Instance, k string, c io.Closer, late bool) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if b.inst == nil || b.idleCount >= m.cfg.MaxIdleServers {
+	if b.inst == nil || b.inst != inst || b.idleCount >= m.cfg.MaxIdleServers {
 		return false
+	}
+	if late && !m.lateMemberLocked(b) {
+		return false // claimed, or an operation (a stop, a destroy) began meanwhile
 	}
 	b.addIdleLocked(k, c, m.now())
 	return true
@@ -402,7 +407,7 @@ func topKeys(counts map[string]int, n int) []string {
 	for len(out) < n {
 		best, bestN := "", 0
 		for k, c := range counts {
-			if c > bestN && !slices.Contains(out, k) {
+			if (c > bestN || c == bestN && k < best) && !slices.Contains(out, k) {
 				best, bestN = k, c
 			}
 		}

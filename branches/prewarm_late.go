@@ -2,7 +2,11 @@ package branches
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
 )
 
 // Sessions ahead for startup keys first used after the pool's members were made.
@@ -65,7 +69,7 @@ func (m *Manager) prewarmPass() bool {
 			m.prewarmSoon()
 			return false
 		}
-		ready := s != nil && b.rec.Pooled && b.op == nil && b.inst != nil
+		ready := s != nil && s.seed != nil && b.rec.SeedID == s.seed.ID && b.rec.State == catalog.Running && m.lateMemberLocked(b)
 		m.mu.Unlock()
 		if ready {
 			ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CreateTimeout)
@@ -76,10 +80,25 @@ func (m *Manager) prewarmPass() bool {
 	return true
 }
 
-// lacksKey reports whether b is still a running pool member with no session
-// parked for key k.
-func (m *Manager) lacksKey(b *branch, k string) bool {
+// lateMemberLocked reports whether b is a pool member with a running server and
+// no operation: a late session may be opened and parked on it. m.mu is held.
+func (m *Manager) lateMemberLocked(b *branch) bool {
+	return !m.closed && b.rec.Pooled && b.op == nil && b.inst != nil
+}
+
+// lacksKey reports whether a late session for key k should be opened on b, which
+// ran on inst when the pass began: b is still such a member on inst, has room, and
+// has exactly the have sessions for k that this pass parked.
+func (m *Manager) lacksKey(b *branch, inst runtime.Instance, k string, have int) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return b.rec.Pooled && b.inst != nil && len(b.idle[k]) == 0
+	return m.lateMemberLocked(b) && b.inst == inst && b.idleCount < m.cfg.MaxIdleServers && len(b.idle[k]) == have
+}
+
+// newKeyLocked schedules a pass when key k, just counted for the first time for
+// source s, is one that members open sessions for (prewarm). m.mu is held.
+func (m *Manager) newKeyLocked(s *sourceState, k string) {
+	if m.warmLocked(s) > 0 && slices.Contains(topKeys(s.keys, prewarmKeys), k) {
+		m.prewarmSoon()
+	}
 }
