@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
 )
 
@@ -94,5 +95,46 @@ func TestMadeEphemeralRecordsSessions(t *testing.T) {
 		if had, ok := want[r.ID]; ok && (!r.Ephemeral || r.HadSession != had) {
 			t.Errorf("%s in the catalog: ephemeral %v, had a session %v; want true, %v", r.Name, r.Ephemeral, r.HadSession, had)
 		}
+	}
+}
+
+// When the record of a branch's past sessions cannot be written (here the row is
+// fenced), making it ephemeral fails and changes nothing: no mark without the
+// record.
+func TestMadeEphemeralRecordFails(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := newUnitManager(t, "")
+	if _, err := m.cat.Register(ctx, "n1", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	b := addStopped(t, m, "b", time.Now().UTC())
+	b.hadSession = true
+	newer, err := catalog.Open(filepath.Join(m.cfg.StateDir, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer newer.Close()
+	if _, err := newer.Register(ctx, "n1", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	on := true
+	if err := m.Set(ctx, "s", "b", Settings{Ephemeral: &on}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("Set ephemeral on a fenced branch = %v, want ErrFenced", err)
+	}
+	all, err := newer.Branches(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range all {
+		if r.ID == b.rec.ID && (r.Ephemeral || r.HadSession) {
+			t.Errorf("catalog after the failed change: ephemeral %v, had a session %v; want neither", r.Ephemeral, r.HadSession)
+		}
+	}
+	m.mu.Lock()
+	eph := b.rec.Ephemeral
+	m.mu.Unlock()
+	if eph {
+		t.Error("the branch is ephemeral in memory after the failed change")
 	}
 }
