@@ -165,22 +165,28 @@ type fanRun struct {
 // closes them.
 func holdAtOnce(ctx context.Context, n int, dsn func(int) string) error {
 	conns := make([]*pgx.Conn, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			conns[i], errs[i] = pgx.Connect(ctx, dsn(i))
-		}()
-	}
-	wg.Wait()
+	errs := atOnce(n, func(i int) (err error) {
+		conns[i], err = pgx.Connect(ctx, dsn(i))
+		return err
+	})
 	for _, c := range conns {
 		if c != nil {
 			c.Close(ctx)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// atOnce runs fn(0) to fn(n-1) each in a goroutine of its own and returns their
+// errors once all have returned.
+func atOnce(n int, fn func(i int) error) []error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = fn(i) })
+	}
+	wg.Wait()
+	return errs
 }
 
 // waitPooled waits until the proxy has n pooled branches ready.
@@ -212,17 +218,11 @@ func (p *proxyServer) waitPooled(ctx context.Context, n int) error {
 // concurrentFirstQueries runs n first queries at once and returns their durations.
 func concurrentFirstQueries(ctx context.Context, n int, dsn func(int) string) ([]float64, error) {
 	out := make([]float64, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			dur, err := firstQuery(ctx, dsn(i))
-			out[i], errs[i] = ms(dur), err
-		}()
-	}
-	wg.Wait()
+	errs := atOnce(n, func(i int) error {
+		dur, err := firstQuery(ctx, dsn(i))
+		out[i] = ms(dur)
+		return err
+	})
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
