@@ -12,6 +12,27 @@ import (
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 )
 
+// fencedBranch adds a stopped branch name to m, registered as node n1, whose row
+// another registration of n1 then owns: m's writes of it are fenced. It returns
+// the branch and that other registration's catalog (closed with the test).
+func fencedBranch(t *testing.T, m *Manager, name string) (*branch, *catalog.Catalog) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := m.cat.Register(ctx, "n1", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	b := addStopped(t, m, name, time.Now().UTC())
+	newer, err := catalog.Open(filepath.Join(m.cfg.StateDir, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { newer.Close() })
+	if _, err := newer.Register(ctx, "n1", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return b, newer
+}
+
 // A write the catalog fences (another registration of this node owns the row
 // now) changes nothing, is not retried, and leaves the branch refused and listed
 // as fenced.
@@ -19,18 +40,7 @@ func TestFencedSave(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	m := newUnitManager(t, "")
-	if _, err := m.cat.Register(ctx, "n1", "", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	b := addStopped(t, m, "b", time.Now().UTC())
-	newer, err := catalog.Open(filepath.Join(m.cfg.StateDir, "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer newer.Close()
-	if _, err := newer.Register(ctx, "n1", "", time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	b, _ := fencedBranch(t, m, "b")
 	ttl := time.Hour
 	if err := m.Set(ctx, "s", "b", Settings{TTL: &ttl}); !errors.Is(err, ErrFenced) {
 		t.Fatalf("Set on a fenced branch = %v, want ErrFenced", err)

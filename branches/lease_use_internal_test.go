@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
 )
 
@@ -105,19 +104,8 @@ func TestMadeEphemeralRecordFails(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	m := newUnitManager(t, "")
-	if _, err := m.cat.Register(ctx, "n1", "", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	b := addStopped(t, m, "b", time.Now().UTC())
+	b, newer := fencedBranch(t, m, "b")
 	b.hadSession = true
-	newer, err := catalog.Open(filepath.Join(m.cfg.StateDir, "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer newer.Close()
-	if _, err := newer.Register(ctx, "n1", "", time.Minute); err != nil {
-		t.Fatal(err)
-	}
 	on := true
 	if err := m.Set(ctx, "s", "b", Settings{Ephemeral: &on}); !errors.Is(err, ErrFenced) {
 		t.Fatalf("Set ephemeral on a fenced branch = %v, want ErrFenced", err)
