@@ -14,7 +14,8 @@ import (
 // noFork measures what keeping forked processes ready buys: a new branch claimed
 // from the warm pool against a connect to an existing branch whose server session
 // is reused; 20 clients at once (fanouts); connect-per-transaction with
-// server-session reuse on and off next to PgBouncer; and a 200-test suite run five
+// server-session reuse on and off next to PgBouncer, and the steps of such a
+// connect timed on both (connectPhaseTimes); and a 200-test suite run five
 // ways on the same data. Two proxies of their own serve the small data set: one
 // with a pool and reuse, one with neither.
 func noFork(ctx context.Context, e *env, d *dataset, rep *report) error {
@@ -76,7 +77,11 @@ func noFork(ctx context.Context, e *env, d *dataset, rep *report) error {
 		if err := fanouts(ctx, e, warm, bouncer, d, rep); err != nil {
 			return err
 		}
-		return connectPerTxn(ctx, e, warm, cold, bouncer, d, rep)
+		if err := connectPerTxn(ctx, e, warm, cold, bouncer, d, rep); err != nil {
+			return err
+		}
+		return connectPhaseTimes(ctx, e, []phaseTarget{{"proxy_reuse", warm.addr, d.name + "@pgbench-c"},
+			{"pgbouncer", fmt.Sprintf("127.0.0.1:%d", bouncer.port), d.name}}, rep)
 	}); err != nil {
 		return err
 	}

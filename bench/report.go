@@ -56,8 +56,14 @@ func (r *report) series(name, unit string, xs []float64, note string) {
 }
 
 // latency adds base/p50 and base/p95 (and base/max when withMax), each followed
-// by suffix when it is not empty (base/p50/small), with the range of all samples.
+// by suffix when it is not empty (base/p50/small), with the range of all samples,
+// in milliseconds.
 func (r *report) latency(base, suffix string, xs []float64, withMax bool, note string) {
+	r.percentiles(base, suffix, "ms", xs, withMax, note)
+}
+
+// percentiles is latency for samples in unit.
+func (r *report) percentiles(base, suffix, unit string, xs []float64, withMax bool, note string) {
 	lo, hi := minMax(xs)
 	ps := []struct {
 		name string
@@ -74,7 +80,7 @@ func (r *report) latency(base, suffix string, xs []float64, withMax bool, note s
 		if suffix != "" {
 			name += "/" + suffix
 		}
-		r.add(row{Name: name, Unit: "ms", Value: p.v, Min: lo, Max: hi, N: len(xs), Note: note})
+		r.add(row{Name: name, Unit: unit, Value: p.v, Min: lo, Max: hi, N: len(xs), Note: note})
 	}
 }
 
