@@ -109,6 +109,12 @@ func TestCICommands(t *testing.T) {
 	run(2, "branch", "create")
 	run(2, "branch", "create", "x", "--bogus")
 	run(2, "branch", "create", "x", "--output", "yaml")
+	// Names the server would refuse, and values a line-based output cannot carry,
+	// are usage errors, refused before anything is created.
+	run(2, "branch", "create", "PR 1", "--output", "env")
+	run(2, "branch", "url", "pr-1\nLD_PRELOAD=/tmp/x.so", "--format", "env")
+	run(2, "branch", "create", "pr-1", "--output", "env", "--password", "x\nBASH_ENV=/tmp/evil")
+	run(3, "branch", "reset", "pr-1")
 
 	// A token of role ci may not read the server's info or sources: the flags fill in.
 	ci := strings.TrimSpace(s.mustCLI("token", "create", "github", "--role", "ci", "--prefix", "pr-"))

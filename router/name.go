@@ -3,8 +3,8 @@ package router
 // maxBranchName is the longest branch name, in bytes: Postgres's NAMEDATALEN-1.
 const maxBranchName = 63
 
-// branchNameHint tells the client what ValidBranchName accepts.
-const branchNameHint = "branch names are 1-63 characters of a-z, 0-9 and '-', starting with a letter or digit"
+// BranchNameHint tells a user what ValidBranchName accepts.
+const BranchNameHint = "branch names are 1-63 characters of a-z, 0-9 and '-', starting with a letter or digit"
 
 // ValidBranchName reports whether name matches ^[a-z0-9][a-z0-9-]{0,62}$, so that it is
 // safe as a directory, process and container name: "..", "/", NUL, whitespace and
@@ -27,6 +27,6 @@ func invalidBranch(name string) *Error {
 	return &Error{
 		Err:     ErrInvalidName,
 		Message: "invalid branch name " + quote(name),
-		Hint:    branchNameHint,
+		Hint:    BranchNameHint,
 	}
 }

@@ -33,7 +33,7 @@ func (o *Options) apply(s setting) error {
 		o.Source = s.value
 	case OptFrom:
 		if !ValidBranchName(s.value) {
-			return invalidValue(s, "the parent must be an existing branch; "+branchNameHint)
+			return invalidValue(s, "the parent must be an existing branch; "+BranchNameHint)
 		}
 		o.From = s.value
 	case OptTTL:

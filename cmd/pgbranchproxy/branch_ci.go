@@ -9,10 +9,12 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/admin"
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
+	"github.com/pgbranchproxy/pgbranchproxy/router"
 	"github.com/spf13/cobra"
 )
 
@@ -29,6 +31,21 @@ func (f *connFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.user, "user", "", "role in the connection string (default: $PGUSER, else postgres)")
 	cmd.Flags().StringVar(&f.password, "password", "", "password to put in the connection string (default: none; clients use PGPASSWORD)")
 	cmd.Flags().StringVar(&f.database, "database", "", "database in the branch (default: the source's)")
+}
+
+// check refuses a branch name the server would refuse, and flag values that no
+// line-based output (env lines, a step's output) can carry: a line break in a
+// password would start a line of its own, setting a variable of its choosing.
+func (f *connFlags) check(name string) error {
+	if !router.ValidBranchName(name) {
+		return usageErrorf("invalid branch name %q: %s", name, router.BranchNameHint)
+	}
+	for flag, v := range map[string]string{"--source": f.source, "--host": f.host, "--user": f.user, "--password": f.password, "--database": f.database} {
+		if strings.ContainsAny(v, "\r\n\x00") {
+			return usageErrorf("%s contains a line break or NUL, which a connection string printed as lines cannot carry", flag)
+		}
+	}
+	return nil
 }
 
 // BranchResult is what `branch create --output json` prints.
@@ -57,6 +74,9 @@ func newBranchCreate(g *globalFlags) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !slices.Contains([]string{"text", "json", "env"}, output) {
 				return usageErrorf("--output must be text, json or env, not %q", output)
+			}
+			if err := cf.check(args[0]); err != nil {
+				return err
 			}
 			req.Name, req.Source = args[0], cf.source
 			c := newClient(g)
@@ -169,6 +189,9 @@ type resolvedTarget struct {
 // resolveTarget asks the server where its proxy listens and which source and
 // database the branch name means.
 func resolveTarget(ctx context.Context, c *client, g *globalFlags, name string, cf connFlags) (resolvedTarget, error) {
+	if err := cf.check(name); err != nil {
+		return resolvedTarget{}, err
+	}
 	var info branches.ServerInfo
 	var sources []branches.SourceInfo
 	var list []branches.Info

@@ -49,10 +49,24 @@ func TestExitCodes(t *testing.T) {
 			t.Errorf("exitCode(%v) = %d, want %d", c.err, got, c.want)
 		}
 	}
+	for _, args := range [][]string{
+		{"branch", "url"},         // a missing argument
+		{"branch", "bogus"},       // an unknown command in a group
+		{"token", "rm", "x", "y"}, // an extra argument
+		{"branch", "url", "PR 1"}, // a name the server would refuse
+		{"branch", "create", "pr-1", "--user", "a\nPGHOST=x"}, // a value that would start a line of its own
+	} {
+		root := newRoot()
+		root.SetArgs(append([]string{"--state-dir", t.TempDir()}, args...))
+		root.SetOut(new(strings.Builder))
+		if err := root.Execute(); exitCode(err) != exitUsage {
+			t.Errorf("%q: %v (exit %d), want a usage error", args, err, exitCode(err))
+		}
+	}
 	root := newRoot()
-	root.SetArgs([]string{"branch", "url"})
+	root.SetArgs([]string{"branch"})
 	root.SetOut(new(strings.Builder))
-	if err := root.Execute(); exitCode(err) != exitUsage {
-		t.Errorf("missing argument: %v (exit %d)", err, exitCode(err))
+	if err := root.Execute(); err != nil {
+		t.Errorf("a group alone prints its help: %v", err)
 	}
 }

@@ -56,11 +56,21 @@ func exitCode(err error) int {
 }
 
 // markUsageErrors makes flag and argument errors of every command in the tree usage
-// errors.
+// errors, and an unknown subcommand of a group (branch bogus) one too: cobra finds
+// unknown commands only at the root, and would print the group's help and exit 0.
 func markUsageErrors(root *cobra.Command) {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
+		if c != root && c.HasSubCommands() && !c.Runnable() {
+			c.Args = cobra.ArbitraryArgs
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				if len(args) > 0 {
+					return usageErrorf("unknown command %q for %q", args[0], cmd.CommandPath())
+				}
+				return cmd.Help()
+			}
+		}
 		if args := c.Args; args != nil {
 			c.Args = func(cmd *cobra.Command, a []string) error {
 				if err := args(cmd, a); err != nil {
