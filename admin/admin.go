@@ -209,12 +209,12 @@ type Progress struct {
 
 // CreateBranch is the body of POST /v1/branches.
 type CreateBranch struct {
-	Name      string        `json:"name"`
-	Source    string        `json:"source,omitempty"`
-	From      string        `json:"from,omitempty"`
-	TTL       time.Duration `json:"ttl,omitempty"`
-	Quota     int64         `json:"quota,omitempty"`
-	Ephemeral bool          `json:"ephemeral,omitempty"`
+	Name      string       `json:"name"`
+	Source    string       `json:"source,omitempty"`
+	From      string       `json:"from,omitempty"`
+	TTL       branches.TTL `json:"ttl,omitempty"`
+	Quota     int64        `json:"quota,omitempty"`
+	Ephemeral bool         `json:"ephemeral,omitempty"`
 }
 
 func (a *API) addSource(w http.ResponseWriter, r *http.Request) {
@@ -261,7 +261,7 @@ func (a *API) createBranch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.result(w, a.m.Create(r.Context(), req.Name, branches.CreateOptions{Source: req.Source, From: req.From,
-		TTL: req.TTL, Quota: req.Quota, Ephemeral: req.Ephemeral}))
+		TTL: time.Duration(req.TTL), Quota: req.Quota, Ephemeral: req.Ephemeral}))
 }
 
 func (a *API) result(w http.ResponseWriter, err error) {

@@ -153,10 +153,10 @@ func TestRoutes(t *testing.T) {
 	f := &fakeManager{}
 	h := local(t, f, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("metrics")) }))
 	for _, tc := range []struct{ method, path, body, call string }{
-		{http.MethodPost, "/v1/branches", `{"name":"n1","from":"p","ttl":3600000000000}`, "create n1 from=p ttl=1h0m0s"},
+		{http.MethodPost, "/v1/branches", `{"name":"n1","from":"p","ttl":"1h"}`, "create n1 from=p ttl=1h0m0s"},
 		{http.MethodPost, "/v1/branches/n1/reset", "", "reset /n1"},
 		{http.MethodPost, "/v1/branches/n1/stop?source=s", "", "stop s/n1"},
-		{http.MethodPatch, "/v1/branches/n1", `{"ttl":60000000000}`, "set n1 ttl=1m0s"},
+		{http.MethodPatch, "/v1/branches/n1", `{"ttl":60}`, "set n1 ttl=1m0s"},
 		{http.MethodDelete, "/v1/sources/app", "", "rm app"},
 	} {
 		f.calls = nil

@@ -138,8 +138,8 @@ func (m *Manager) adminOp(ctx context.Context, source, name, what string, step f
 
 // Settings are per-branch overrides of the lifecycle policy; nil fields stay as they are.
 type Settings struct {
-	TTL   *time.Duration `json:"ttl,omitempty"`
-	Quota *int64         `json:"quota,omitempty"`
+	TTL   *TTL   `json:"ttl,omitempty"`
+	Quota *int64 `json:"quota,omitempty"`
 	// Ephemeral false keeps a branch that was to be destroyed with its last session
 	// (a test helper does this when the test failed); true makes it ephemeral.
 	Ephemeral *bool `json:"ephemeral,omitempty"`
@@ -164,7 +164,7 @@ func (m *Manager) Set(ctx context.Context, source, name string, s Settings) erro
 		}
 		return m.save(ctx, b, "admin set", func(r *catalog.Branch) {
 			if s.TTL != nil {
-				r.TTL = *s.TTL
+				r.TTL = time.Duration(*s.TTL)
 			}
 			if s.Quota != nil {
 				r.Quota = *s.Quota

@@ -41,7 +41,7 @@ func TestFencedSave(t *testing.T) {
 	ctx := context.Background()
 	m := newUnitManager(t, "")
 	b, _ := fencedBranch(t, m, "b")
-	ttl := time.Hour
+	ttl := TTL(time.Hour)
 	if err := m.Set(ctx, "s", "b", Settings{TTL: &ttl}); !errors.Is(err, ErrFenced) {
 		t.Fatalf("Set on a fenced branch = %v, want ErrFenced", err)
 	}
@@ -95,7 +95,7 @@ func TestLostSave(t *testing.T) {
 	if s, err := other.Janitor(ctx, time.Nanosecond); err != nil || s.Lost != 1 {
 		t.Fatalf("Janitor = %+v, %v, want b lost", s, err)
 	}
-	ttl := time.Hour
+	ttl := TTL(time.Hour)
 	err = m.Set(ctx, "s", "b", Settings{TTL: &ttl})
 	if !errors.Is(err, ErrLost) || errors.Is(err, ErrFenced) {
 		t.Fatalf("Set on a lost branch = %v, want ErrLost alone", err)

@@ -115,6 +115,14 @@ func TestCICommands(t *testing.T) {
 	run(2, "branch", "url", "pr-1\nLD_PRELOAD=/tmp/x.so", "--format", "env")
 	run(2, "branch", "create", "pr-1", "--output", "env", "--password", "x\nBASH_ENV=/tmp/evil")
 	run(3, "branch", "reset", "pr-1")
+	// --ttl takes what pgbranch.ttl takes, days too, and never a negative one.
+	run(2, "branch", "create", "pr-2", "--ttl", "-1h")
+	run(2, "branch", "create", "pr-2", "--ttl", "3 days")
+	run(0, "branch", "create", "pr-2", "--ttl", "3d")
+	if ls := run(0, "branch", "ls", "--json"); !strings.Contains(ls, `"ttl": "72h0m0s"`) {
+		t.Errorf("branch created with --ttl 3d: %s", ls)
+	}
+	run(0, "branch", "destroy", "pr-2")
 
 	// A token of role ci may not read the server's info or sources: the flags fill in.
 	ci := strings.TrimSpace(s.mustCLI("token", "create", "github", "--role", "ci", "--prefix", "pr-"))

@@ -101,7 +101,7 @@ func URL(t testing.TB, opts ...Option) string {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		off := false
-		err := admin.call(ctx, http.MethodPatch, branchPath(source, name), map[string]any{"ttl": c.keepFor, "ephemeral": &off}, nil)
+		err := admin.call(ctx, http.MethodPatch, branchPath(source, name), map[string]any{"ttl": c.keepFor.String(), "ephemeral": &off}, nil)
 		if err != nil {
 			t.Logf("pgbranchtest: could not keep branch %s of the failed test: %v", name, err)
 			return

@@ -77,7 +77,7 @@ func ensureTemplate(ctx context.Context, admin *adminClient, base *url.URL, data
 		// The migration branch outlives a test binary that dies while migrating by
 		// at most its TTL.
 		err = admin.call(ctx, http.MethodPost, "/v1/branches",
-			map[string]any{"name": name, "source": source, "ttl": 10 * time.Minute}, nil)
+			map[string]any{"name": name, "source": source, "ttl": "10m"}, nil)
 		switch {
 		case err == nil:
 			return name, buildTemplate(ctx, admin, base, database, source, name, migrate)

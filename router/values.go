@@ -37,7 +37,7 @@ func (o *Options) apply(s setting) error {
 		}
 		o.From = s.value
 	case OptTTL:
-		d, ok := parseTTL(s.value)
+		d, ok := ParseTTL(s.value)
 		if !ok {
 			return invalidValue(s, "use a non-negative duration such as 3600 (seconds), 90s, 30m, 12h or 7d")
 		}
@@ -71,9 +71,9 @@ func invalidValue(s setting, hint string) *Error {
 	}
 }
 
-// parseTTL reads a time to live: a Go duration ("90m", "1h30m"), whole seconds ("3600")
+// ParseTTL reads a time to live: a Go duration ("90m", "1h30m"), whole seconds ("3600")
 // or whole days ("7d"). Negative and overflowing values are rejected.
-func parseTTL(v string) (time.Duration, bool) {
+func ParseTTL(v string) (time.Duration, bool) {
 	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 		return scale(n, time.Second)
 	}

@@ -91,7 +91,8 @@ func newBranchSet(g *globalFlags) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var s branches.Settings
 			if cmd.Flags().Changed("ttl") {
-				s.TTL = &ttl
+				t := branches.TTL(ttl)
+				s.TTL = &t
 			}
 			if cmd.Flags().Changed("quota") {
 				s.Quota = &quota
@@ -119,7 +120,7 @@ func newBranchSet(g *globalFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&source, "source", "", "source of the branch (when the name exists in several)")
-	cmd.Flags().DurationVar(&ttl, "ttl", 0, "destroy after this long without a session; 0: the server's default")
+	cmd.Flags().Var(ttlFlag{&ttl}, "ttl", "destroy after this long without a session (90m, 12h, 7d); 0: the server's default")
 	cmd.Flags().Var(sizeFlag{&quota}, "quota", "bytes the branch may own, e.g. 2GB; 0: the server's default")
 	cmd.Flags().BoolVar(&ephemeral, "ephemeral", false, "true: destroy the branch when its last session ends (at once if it has none open and has had one since serve started or was claimed from the pool); false: keep it")
 	addLimitFlags(cmd.Flags(), &limits)

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/router"
 )
@@ -27,3 +28,25 @@ func (f sizeFlag) Set(s string) error {
 }
 
 func (f sizeFlag) Type() string { return "size" }
+
+// ttlFlag is a flag holding a time to live written as pgbranch.ttl takes it: a
+// duration (90m, 12h), days (7d) or whole seconds (3600); never negative.
+type ttlFlag struct{ p *time.Duration }
+
+func (f ttlFlag) String() string {
+	if f.p == nil {
+		return "0s"
+	}
+	return f.p.String()
+}
+
+func (f ttlFlag) Set(s string) error {
+	d, ok := router.ParseTTL(s)
+	if !ok {
+		return fmt.Errorf("%q is not a time to live: use e.g. 90m, 12h, 7d or a number of seconds", s)
+	}
+	*f.p = d
+	return nil
+}
+
+func (f ttlFlag) Type() string { return "duration" }

@@ -123,7 +123,7 @@ func newServe(g *globalFlags) *cobra.Command {
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringArrayVar(&f.pgSettings, "pg-setting", nil, "NAME=VALUE setting for every branch server (repeatable)")
 	fl.DurationVar(&f.policy.IdleStop, "idle-stop", 5*time.Minute, "stop a branch's server after this long without sessions (0: never); the next connection wakes it")
-	fl.DurationVar(&f.policy.TTL, "ttl", 0, "destroy a branch after this long without a session (0: never; per branch: -c pgbranch.ttl, branch set --ttl)")
+	fl.Var(ttlFlag{&f.policy.TTL}, "ttl", "destroy a branch after this long without a session: 90m, 12h, 7d (0: never; per branch: -c pgbranch.ttl, branch set --ttl)")
 	fl.DurationVar(&f.policy.MaxAge, "max-age", 0, "destroy a branch this long after its creation, once it has no session (0: never)")
 	fl.Var(sizeFlag{&f.policy.Quota}, "quota", "bytes a branch may own (0: no limit; per branch: -c pgbranch.quota, branch set --quota)")
 	fl.StringVar(&f.policy.QuotaPolicy, "quota-policy", branches.QuotaReset, "over quota: reset (when its sessions end) or refuse (until reset or destroyed)")
