@@ -161,13 +161,15 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 			return Result{}, err
 		}
 	}
-	snap, err := b.snapshot(ctx, srv, req, version, superuser, progress)
-	if err != nil {
-		return Result{}, fmt.Errorf("record schema: %w", err)
-	}
 	dbs, err := srv.settle(ctx, superuser, progress)
 	if err != nil {
 		return Result{}, err
+	}
+	// Once settled: VACUUM makes the free space and visibility maps every branch
+	// starts with, and branch diff --data compares a branch's sizes with these.
+	snap, err := b.snapshot(ctx, srv, req, version, superuser, progress)
+	if err != nil {
+		return Result{}, fmt.Errorf("record schema: %w", err)
 	}
 	rs, err := srv.roles(ctx, superuser)
 	if err != nil {
