@@ -89,4 +89,12 @@ func TestPgbranchtestSuite(t *testing.T) {
 		t.Errorf("migrations ran %d times over both runs, want once", n)
 	}
 	s.mustCLI("branch", "destroy", m[1])
+
+	// A migration that fails fails each test waiting for it with its own error (each
+	// in turn migrates again), none by waiting out its timeout.
+	out, err = goTest("./pgbranchtest/testdata/suite/badmig")
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || strings.Count(out, "division by zero") != 4 ||
+		strings.Contains(out, "waiting for template") {
+		t.Fatalf("failing migration: %v\n%s", err, out)
+	}
 }

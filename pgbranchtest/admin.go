@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // adminClient talks to the server's admin API, over its unix socket or TCP.
@@ -45,6 +46,27 @@ func (e *statusError) Error() string { return fmt.Sprintf("admin API: %s (HTTP %
 func isStatus(err error, status int) bool {
 	var se *statusError
 	return errors.As(err, &se) && se.status == status
+}
+
+// destroy destroys the branch at path (branchPath), or finds it gone. A session its
+// caller has just closed ends on the server a moment later, and the server refuses
+// to destroy a branch with open sessions (409): destroy tries again for up to 10 s.
+func (c *adminClient) destroy(ctx context.Context, path string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := c.call(ctx, http.MethodDelete, path, nil, nil)
+		switch {
+		case err == nil || isStatus(err, http.StatusNotFound):
+			return nil
+		case !isStatus(err, http.StatusConflict) || time.Now().After(deadline):
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func (c *adminClient) do(ctx context.Context, method, path string, body any) (*http.Response, error) {

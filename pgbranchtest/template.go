@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -94,9 +95,14 @@ func ensureTemplate(ctx context.Context, admin *adminClient, base *url.URL, data
 }
 
 // buildTemplate migrates the branch name and seeds the template source from it; the
-// branch is destroyed either way.
-func buildTemplate(ctx context.Context, admin *adminClient, base *url.URL, database, source, name string, migrate MigrateFunc) error {
-	defer admin.call(context.WithoutCancel(ctx), http.MethodDelete, branchPath(source, name), nil, nil)
+// branch is destroyed either way. Other tests wait for that branch to go before
+// they migrate again (ensureTemplate), so a destroy that fails is part of the error.
+func buildTemplate(ctx context.Context, admin *adminClient, base *url.URL, database, source, name string, migrate MigrateFunc) (err error) {
+	defer func() {
+		if derr := admin.destroy(context.WithoutCancel(ctx), branchPath(source, name)); derr != nil {
+			err = errors.Join(err, fmt.Errorf("destroy migration branch %s (tests waiting for it wait out its TTL): %w", name, derr))
+		}
+	}()
 	if err := migrate(ctx, branchURL(base, database, name, source, false)); err != nil {
 		return fmt.Errorf("migrations (template %s): %w", name, err)
 	}
