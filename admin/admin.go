@@ -23,6 +23,8 @@ type Manager interface {
 	List() []branches.Info
 	ListAll() []branches.Info
 	SetWarm(ctx context.Context, source string, warm int) error
+	HoldWarm(ctx context.Context, source string, warm int, ttl time.Duration) (string, error)
+	ReleaseWarm(ctx context.Context, source, id string) error
 	Create(ctx context.Context, name string, opts branches.CreateOptions) error
 	Reset(ctx context.Context, source, name string) error
 	Destroy(ctx context.Context, source, name string) error

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/admin"
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
@@ -55,6 +56,14 @@ func (f *fakeManager) ListAll() []branches.Info {
 }
 func (f *fakeManager) SetWarm(_ context.Context, source string, warm int) error {
 	f.calls = append(f.calls, fmt.Sprintf("warm %s %d", source, warm))
+	return f.err
+}
+func (f *fakeManager) HoldWarm(_ context.Context, source string, warm int, ttl time.Duration) (string, error) {
+	f.calls = append(f.calls, fmt.Sprintf("hold %s %d for %s", source, warm, ttl))
+	return "h1", f.err
+}
+func (f *fakeManager) ReleaseWarm(_ context.Context, source, id string) error {
+	f.calls = append(f.calls, fmt.Sprintf("release %s %s", source, id))
 	return f.err
 }
 func (f *fakeManager) Create(_ context.Context, name string, o branches.CreateOptions) error {
@@ -157,6 +166,8 @@ func TestRoutes(t *testing.T) {
 		{http.MethodPost, "/v1/branches/n1/reset", "", "reset /n1"},
 		{http.MethodPost, "/v1/branches/n1/stop?source=s", "", "stop s/n1"},
 		{http.MethodPatch, "/v1/branches/n1", `{"ttl":60}`, "set n1 ttl=1m0s"},
+		{http.MethodPost, "/v1/sources/app/holds", `{"warm":6,"ttl":"30m"}`, "hold app 6 for 30m0s"},
+		{http.MethodDelete, "/v1/sources/app/holds/h1", "", "release app h1"},
 		{http.MethodDelete, "/v1/sources/app", "", "rm app"},
 	} {
 		f.calls = nil

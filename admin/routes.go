@@ -46,6 +46,8 @@ func (a *API) routes() []Route {
 		{Pattern: "POST /v1/sources/{name}/refresh", Need: Admin, Action: "source.refresh", Handler: a.refreshSource},
 		{Pattern: "DELETE /v1/sources/{name}", Need: Admin, Action: "source.remove", Handler: a.removeSource},
 		{Pattern: "PATCH /v1/sources/{name}", Need: Admin, Action: "source.set", Handler: a.setSource},
+		{Pattern: "POST /v1/sources/{name}/holds", Need: Admin, Action: "source.hold", Handler: a.holdWarm},
+		{Pattern: "DELETE /v1/sources/{name}/holds/{id}", Need: Admin, Action: "source.release", Handler: a.releaseWarm},
 		{Pattern: "GET /v1/branches", Need: BranchRead, Handler: a.listBranches},
 		{Pattern: "POST /v1/branches", Need: BranchWrite, Action: "branch.create", Target: bodyTarget(true), Handler: a.createBranch},
 		{Pattern: "POST /v1/branches/{name}/reset", Need: BranchWrite, Action: "branch.reset", Handler: a.resetBranch},

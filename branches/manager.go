@@ -164,9 +164,10 @@ type sourceState struct {
 	seed *catalog.Seed  // the newest ready seed; nil while the first one builds
 	keys map[string]int // startup keys its clients used, with counts
 
-	lastClaim time.Time // when a connection last claimed one of its pool members
-	pace      poolPace  // how fast its pool is claimed in a burst and refilled
-	use       claimUse  // how its claimed members were used
+	lastClaim time.Time           // when a connection last claimed one of its pool members
+	pace      poolPace            // how fast its pool is claimed in a burst and refilled
+	use       claimUse            // how its claimed members were used
+	holds     map[string]warmHold // by id: members asked for until a time (poolhold.go)
 }
 
 // New opens the catalog in cfg.StateDir, reconciles what a previous run left behind

@@ -40,15 +40,20 @@ type Prewarmer interface {
 // poolPrefix starts the names of pool members: '_' is never in a branch name.
 const poolPrefix = "_pool-"
 
-// warmLocked is how many members source s keeps. m.mu is held.
+// warmLocked is how many members source s keeps: its setting, or the server's, or
+// what its holds ask for if more. m.mu is held.
 func (m *Manager) warmLocked(s *sourceState) int {
 	if m.cat.Draining() {
 		return 0 // a drained node takes no new branch: its pool empties
 	}
+	want := m.cfg.Warm
 	if s.src.Warm >= 0 {
-		return s.src.Warm
+		want = s.src.Warm
 	}
-	return m.cfg.Warm
+	if len(s.holds) > 0 {
+		want = max(want, heldLocked(s, time.Now()))
+	}
+	return want
 }
 
 // claimLocked gives key k a running member of its source's pool, renaming it and

@@ -11,7 +11,8 @@ import (
 )
 
 // TestPgbranchtestWarm: Warm fills the source's pool and waits for it, the tests'
-// branches are claimed from it, and restore sets the pool back to what it was.
+// branches are claimed from it, and restore sets the pool back to what it was, also
+// when another binary warms the same source meanwhile.
 func TestPgbranchtestWarm(t *testing.T) {
 	t.Parallel()
 	admin := freeAddr(t)
@@ -49,7 +50,17 @@ func TestPgbranchtestWarm(t *testing.T) {
 	if claims, misses := s.poolEvents(t); claims != 2 || misses != 0 {
 		t.Errorf("two tests after Warm: %d claims, %d misses; want 2, 0", claims, misses)
 	}
+	// A second test binary warms the same source at once: the first one's restore
+	// leaves the second one's pool as it asked, and only the second's empties it.
+	restore2, err := pgbranchtest.Warm(ctx, 2, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitPool(t, s, 2)
+	if err := restore2(ctx); err != nil {
 		t.Fatal(err)
 	}
 	waitPool(t, s, 0) // the server's default: no pool

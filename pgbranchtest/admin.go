@@ -114,7 +114,6 @@ func (c *adminClient) call(ctx context.Context, method, path string, body, out a
 type sourceInfo struct {
 	Name      string   `json:"name"`
 	Databases []string `json:"databases"`
-	Warm      int      `json:"warm_setting"` // -1: the server's --warm
 }
 
 func (c *adminClient) sources(ctx context.Context) ([]sourceInfo, error) {

@@ -15,9 +15,12 @@ import (
 // start. Call it from TestMain, before m.Run, with the options the tests pass to
 // URL; with WithMigrations it makes the template first. A suite of many short tests
 // runs fastest with n about its number of tests: each pooled server holds tens of
-// MiB while it waits. The returned function sets the source's pool back to the
-// setting it had (the server's --warm, unless the source had its own); it is
-// returned also when the wait fails, so that a TestMain can call it before exiting.
+// MiB while it waits. The pool stays that deep until the returned function is
+// called, or for at most WarmFor if it never is (a test binary that died): Warm
+// holds the pool (a hold on the source, POST /v1/sources/NAME/holds) rather than
+// changing its setting, so test binaries that warm the same source at once do not
+// undo each other. The returned function is returned also when the wait fails, so
+// that a TestMain can call it before exiting.
 func Warm(ctx context.Context, n int, opts ...Option) (restore func(context.Context) error, err error) {
 	if n < 0 {
 		return nil, fmt.Errorf("pgbranchtest: Warm(%d): want 0 or more branches", n)
@@ -30,37 +33,25 @@ func Warm(ctx context.Context, n int, opts ...Option) (restore func(context.Cont
 	if source == "" {
 		return nil, errors.New("pgbranchtest: Warm needs the source: name it with WithSource or PGBRANCH_SOURCE")
 	}
-	before, err := admin.source(ctx, source)
+	var hold struct {
+		ID string `json:"id"`
+	}
+	err = admin.call(ctx, http.MethodPost, "/v1/sources/"+url.PathEscape(source)+"/holds",
+		map[string]any{"warm": n, "ttl": WarmFor.String()}, &hold)
 	if err != nil {
-		return nil, fmt.Errorf("pgbranchtest: %w", err)
+		return nil, fmt.Errorf("pgbranchtest: hold the pool of %s: %w", source, err)
 	}
-	if err := admin.setWarm(ctx, source, n); err != nil {
-		return nil, fmt.Errorf("pgbranchtest: %w", err)
+	restore = func(ctx context.Context) error {
+		return admin.call(ctx, http.MethodDelete, "/v1/sources/"+url.PathEscape(source)+"/holds/"+url.PathEscape(hold.ID), nil, nil)
 	}
-	restore = func(ctx context.Context) error { return admin.setWarm(ctx, source, before.Warm) }
 	if err := admin.waitPooled(ctx, source, n); err != nil {
 		return restore, fmt.Errorf("pgbranchtest: %w", err)
 	}
 	return restore, nil
 }
 
-// source returns one source's entry of GET /v1/sources.
-func (c *adminClient) source(ctx context.Context, name string) (sourceInfo, error) {
-	all, err := c.sources(ctx)
-	if err != nil {
-		return sourceInfo{}, err
-	}
-	for _, s := range all {
-		if s.Name == name {
-			return s, nil
-		}
-	}
-	return sourceInfo{}, fmt.Errorf("no source %q", name)
-}
-
-func (c *adminClient) setWarm(ctx context.Context, source string, n int) error {
-	return c.call(ctx, http.MethodPatch, "/v1/sources/"+url.PathEscape(source), map[string]int{"warm": n}, nil)
-}
+// WarmFor is how long Warm's hold on a pool lasts when its restore is never called.
+var WarmFor = 2 * time.Hour
 
 // waitPooled waits until source has n pooled branches ready to be claimed.
 func (c *adminClient) waitPooled(ctx context.Context, source string, n int) error {
