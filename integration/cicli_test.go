@@ -105,6 +105,7 @@ func TestCICommands(t *testing.T) {
 	run(0, "branch", "destroy", "pr-1")
 	run(3, "branch", "destroy", "pr-1")
 	run(0, "branch", "destroy", "pr-1", "--if-exists")
+	run(3, "branch", "destroy", "pr-1", "--if-exists", "--source", "nosuch")
 	run(3, "branch", "reset", "pr-1")
 	run(2, "branch", "create")
 	run(2, "branch", "create", "x", "--bogus")

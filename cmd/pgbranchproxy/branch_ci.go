@@ -168,9 +168,12 @@ func newBranchDestroy(g *globalFlags) *cobra.Command {
 			if source != "" {
 				path += "?source=" + url.QueryEscape(source)
 			}
-			err := newClient(g).call(cmd.Context(), http.MethodDelete, path, nil, nil)
+			c := newClient(g)
+			err := c.call(cmd.Context(), http.MethodDelete, path, nil, nil)
 			if ifExists && exitCode(err) == exitNotFound {
-				return nil
+				// A missing branch is done; a mistyped --source is not (the branch
+				// meant is still there).
+				return sourceExists(cmd.Context(), c, source)
 			}
 			return err
 		},
@@ -178,6 +181,22 @@ func newBranchDestroy(g *globalFlags) *cobra.Command {
 	cmd.Flags().StringVar(&source, "source", "", "source of the branch (when the name exists in several)")
 	cmd.Flags().BoolVar(&ifExists, "if-exists", false, "succeed when there is no such branch")
 	return cmd
+}
+
+// sourceExists returns nil when source is "" or one of the server's sources, else
+// a not-found error naming it.
+func sourceExists(ctx context.Context, c *client, source string) error {
+	if source == "" {
+		return nil
+	}
+	var sources []branches.SourceInfo
+	if err := c.call(ctx, http.MethodGet, "/v1/sources", nil, &sources); err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(sources, func(s branches.SourceInfo) bool { return s.Name == source }) {
+		return &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("source %q not found", source)}
+	}
+	return nil
 }
 
 // resolvedTarget is a target with the source it resolved to.
