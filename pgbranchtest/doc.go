@@ -11,6 +11,9 @@
 // (destroyed when its last session ends) and holds one session on it until the test
 // ends. When the test passed that session closes and the branch goes; when it failed
 // the branch is kept for an hour (WithKeepFor) and its connection string is logged.
+// A test that panics is not one of them: Go runs its cleanups before it records the
+// panic, so they see a test that has not failed, and its branch goes; fail with
+// t.Fatal or t.Error to keep it.
 //
 // WithMigrations runs the migrations once per hash into a template, a source the
 // server seeds from the migrated branch (`source add --from-branch`), and every test
