@@ -20,7 +20,7 @@ import (
 // parent named by pgbranch.from, or the source's seed). It never creates, wakes or
 // changes a branch.
 func (m *Manager) Roles(ctx context.Context, route router.Route) (roles.Set, error) {
-	source, err := router.ResolveSource(route, m.routerSources())
+	source, err := router.ResolveSource(route, m.routerSources(route.Branch))
 	if err != nil {
 		return nil, err
 	}

@@ -435,13 +435,13 @@ func (m *Manager) sourceInfo(name string) SourceInfo {
 	return info
 }
 
-// routerSources is the routing view of the sources that have a ready seed.
-func (m *Manager) routerSources() []router.Source {
+// routerSources is the routing view of the sources, for a route to branch.
+func (m *Manager) routerSources(branch string) []router.Source {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]router.Source, 0, len(m.sources))
 	for n, s := range m.sources {
-		rs := router.Source{Name: n}
+		rs := router.Source{Name: n, HasBranch: m.branches[key{n, branch}] != nil, Derived: s.src.Kind == KindBranch}
 		if s.seed != nil {
 			rs.Databases = s.seed.Databases
 		}

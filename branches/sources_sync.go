@@ -81,7 +81,7 @@ func (m *Manager) othersHoldSource(ctx context.Context, name string) error {
 // resolveSource finds the route's source; a node of several that knows none
 // reads the catalog's sources once and tries again.
 func (m *Manager) resolveSource(ctx context.Context, route router.Route) (string, error) {
-	source, err := router.ResolveSource(route, m.routerSources())
+	source, err := router.ResolveSource(route, m.routerSources(route.Branch))
 	if err == nil || !m.cfg.Join {
 		return source, err
 	}
@@ -89,5 +89,5 @@ func (m *Manager) resolveSource(ctx context.Context, route router.Route) (string
 		m.log.Warn("read the catalog's sources", zap.Error(serr))
 		return "", err
 	}
-	return router.ResolveSource(route, m.routerSources())
+	return router.ResolveSource(route, m.routerSources(route.Branch))
 }

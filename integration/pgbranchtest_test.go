@@ -59,6 +59,14 @@ func TestPgbranchtestSuite(t *testing.T) {
 	if got := s.mustCLI("source", "ls"); strings.Count(got, "pgbt-") != 1 {
 		t.Errorf("want one template source:\n%s", got)
 	}
+	// The template has database app too, but takes no new branch by it alone.
+	if out, err := s.psql(t, "app@after-template", "SELECT 1"); err != nil || out != "1" {
+		t.Errorf("app@after-template beside the template source: %q %v", out, err)
+	}
+	eventually(t, 10*time.Second, "after-template destroyed once its session has ended", func() bool {
+		_, err := s.cli("branch", "destroy", "after-template")
+		return err == nil
+	})
 
 	// A failing test keeps its branch for an hour and logs how to reach it.
 	out, err = goTest("./pgbranchtest/testdata/suite/fail")

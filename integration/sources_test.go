@@ -105,6 +105,13 @@ func TestSourceKinds(t *testing.T) {
 		if err := c.QueryRow(t.Context(), "SELECT count(*) FROM items").Scan(&n); err != nil || n != 500 {
 			t.Fatalf("%d %v", n, err)
 		}
+		// A branch that exists settles it: d1 is copy's, u1 live's, and their
+		// connection strings need no option.
+		for _, db := range []string{"inv@d1", "inv@u1"} {
+			if out, err := s.psql(t, db, "SELECT count(*) FROM items"); err != nil || out != "500" {
+				t.Errorf("%s without pgbranch.source: %q %v", db, out, err)
+			}
+		}
 	})
 
 	t.Run("SeedsKeepOneTrimmedWALSegment", func(t *testing.T) {

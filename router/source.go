@@ -6,16 +6,23 @@ import (
 )
 
 // Source is what the router knows about one source: its name and the databases its
-// cluster has. The zero value is a source with no name and no databases.
+// cluster has, and what settles a database that several sources have. The zero
+// value is a source with no name and no databases.
 type Source struct {
 	Name      string   // the source's name, as pgbranch.source gives it
 	Databases []string // the databases in the source's cluster
+	HasBranch bool     // a branch of the route's name exists in it
+	Derived   bool     // seeded from another source's branch (source add --from-branch)
 }
 
 // ResolveSource picks the source for route r and returns its name:
 //
 //   - r.Options.Source if set, which must be one of sources (else ErrUnknownSource);
 //   - else the one source whose Databases contain r.Database;
+//   - else, of several that have it, the one with a branch of the route's name
+//     (a connection string handed out before another source with the database was
+//     added keeps working), or the one not Derived from another's branch (a
+//     template of migrations takes no new branch by its database alone);
 //   - else the only source, if there is exactly one (its Postgres then reports a
 //     missing database itself);
 //   - else ErrAmbiguousSource when several sources have the database, or
@@ -49,6 +56,12 @@ func ResolveSource(r Route, sources []Source) (string, error) {
 			having = append(having, s)
 		}
 	}
+	if len(having) > 1 {
+		having = narrow(having, func(s Source) bool { return s.HasBranch })
+	}
+	if len(having) > 1 {
+		having = narrow(having, func(s Source) bool { return !s.Derived })
+	}
 	switch {
 	case len(having) == 1:
 		return having[0].Name, nil
@@ -67,6 +80,21 @@ func ResolveSource(r Route, sources []Source) (string, error) {
 			Hint:    "sources: " + sourceNames(sources),
 		}
 	}
+}
+
+// narrow returns the sources that keep is true for when there is exactly one,
+// else all of them.
+func narrow(sources []Source, keep func(Source) bool) []Source {
+	var kept []Source
+	for _, s := range sources {
+		if keep(s) {
+			kept = append(kept, s)
+		}
+	}
+	if len(kept) == 1 {
+		return kept
+	}
+	return sources
 }
 
 // sourceNames lists the names of sources, sorted, without duplicates, quoted.

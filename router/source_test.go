@@ -12,6 +12,8 @@ func TestResolveSource(t *testing.T) {
 	prod := router.Source{Name: "prod", Databases: []string{"app", "postgres"}}
 	stage := router.Source{Name: "stage", Databases: []string{"app", "postgres", "stats"}}
 	crm := router.Source{Name: "crm", Databases: []string{"crm", "postgres"}}
+	withBranch := func(s router.Source) router.Source { s.HasBranch = true; return s }
+	derived := func(s router.Source) router.Source { s.Derived = true; return s }
 	route := func(database, source string) router.Route {
 		return router.Route{Database: database, Branch: "main", Options: router.Options{Source: source}}
 	}
@@ -31,6 +33,14 @@ func TestResolveSource(t *testing.T) {
 		{name: "unique by database among two", route: route("stats", ""), sources: []router.Source{prod, stage}, want: "stage"},
 		{name: "ambiguous by database", route: route("app", ""), sources: []router.Source{stage, crm, prod}, wantErr: router.ErrAmbiguousSource,
 			wantHint: `choose one with -c pgbranch.source=NAME; candidates: "prod", "stage"`},
+		{name: "ambiguous, one has the branch", route: route("app", ""), sources: []router.Source{stage, withBranch(prod)}, want: "prod"},
+		{name: "ambiguous, both have the branch", route: route("app", ""), sources: []router.Source{withBranch(stage), withBranch(prod)},
+			wantErr: router.ErrAmbiguousSource},
+		{name: "ambiguous, one not derived", route: route("app", ""), sources: []router.Source{derived(stage), prod}, want: "prod"},
+		{name: "ambiguous, the derived one has the branch", route: route("app", ""), sources: []router.Source{withBranch(derived(stage)), prod},
+			want: "stage"},
+		{name: "ambiguous, both derived", route: route("app", ""), sources: []router.Source{derived(stage), derived(prod)},
+			wantErr: router.ErrAmbiguousSource},
 		{name: "single source fallback", route: route("other", ""), sources: []router.Source{crm}, want: "crm"},
 		{name: "single source has it", route: route("crm", ""), sources: []router.Source{crm}, want: "crm"},
 		{name: "none has it", route: route("other", ""), sources: []router.Source{stage, prod}, wantErr: router.ErrUnknownDatabase,
