@@ -157,10 +157,19 @@ func (c *config) pickSource(ctx context.Context, admin *adminClient, database st
 			found = append(found, s.Name)
 		}
 	}
-	if len(found) != 1 {
-		return "", fmt.Errorf("%d sources have database %q (%v): name one with WithSource or PGBRANCH_SOURCE", len(found), database, found)
+	switch len(found) {
+	case 0:
+		var have []string
+		for _, s := range sources {
+			if !strings.HasPrefix(s.Name, templatePrefix) {
+				have = append(have, fmt.Sprintf("%s (%s)", s.Name, strings.Join(s.Databases, ", ")))
+			}
+		}
+		return "", fmt.Errorf("no source has database %q, the database of PGBRANCH_URL; sources: %s", database, strings.Join(have, "; "))
+	case 1:
+		return found[0], nil
 	}
-	return found[0], nil
+	return "", fmt.Errorf("sources %v have database %q: name one with WithSource or PGBRANCH_SOURCE", found, database)
 }
 
 // branchURL is base with the database DB@BRANCH and the pgbranch options.
