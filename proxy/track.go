@@ -66,7 +66,8 @@ func (f *frames) scan(b []byte, onMsg func(typ byte, start, bodyAt int) bool) in
 type sessionTrack struct {
 	client, server frames
 
-	syncs      int64 // Query, Sync and FunctionCall messages the client sent
+	syncs      int64 // Query, Sync and FunctionCall messages the client sent, less those a COPY FROM STDIN ignored
+	sinceExec  int64 // Syncs the client sent since its last Execute or Query
 	unsynced   bool  // the client sent messages after its last sync point
 	terminated bool  // the client sent Terminate
 
@@ -97,7 +98,23 @@ func (t *sessionTrack) fromClient(b []byte) int {
 		case 'Q', 'S', 'F':
 			t.syncs++
 			t.unsynced = false
+			if typ == 'S' {
+				t.sinceExec++
+			} else {
+				t.sinceExec = 0
+			}
+		case 'd', 'c', 'f':
+			// Copy data: the server is in COPY FROM STDIN, begun by the last
+			// Execute or Query, and ignored the Syncs sent since (a pipelining
+			// client sends one right after its Execute); only the Sync after
+			// CopyDone or CopyFail is answered.
+			t.syncs -= t.sinceExec
+			t.sinceExec = 0
+			t.unsynced = true
 		default:
+			if typ == 'E' {
+				t.sinceExec = 0
+			}
 			t.unsynced = true
 		}
 		return true

@@ -61,6 +61,15 @@ func TestSessionTrack(t *testing.T) {
 		{"two queries, one answered", append(append([]byte{}, query...), query...), answer, false, false},
 		{"mid copy in", append(append([]byte{}, query...), enc(t, &pgproto3.CopyData{Data: []byte("1\n")})...), copyStart, false, false},
 		{"half a server message", query, answer[:len(answer)-1], false, false},
+		// A Sync sent while the server is in COPY FROM STDIN is ignored there: the
+		// copy's own Sync after CopyDone is the one answered.
+		{"extended copy in, then idle", append(enc(t, &pgproto3.Parse{Query: "copy t from stdin"}, &pgproto3.Bind{}, &pgproto3.Execute{},
+			&pgproto3.Sync{}, &pgproto3.CopyData{Data: []byte("1\n")}, &pgproto3.CopyDone{}, &pgproto3.Sync{}), terminate...),
+			enc(t, &pgproto3.ParseComplete{}, &pgproto3.BindComplete{}, &pgproto3.CopyInResponse{},
+				&pgproto3.CommandComplete{CommandTag: []byte("COPY 1")}, &pgproto3.ReadyForQuery{TxStatus: 'I'}), true, true},
+		{"extended copy in, its answer to come", enc(t, &pgproto3.Parse{Query: "copy t from stdin"}, &pgproto3.Bind{}, &pgproto3.Execute{},
+			&pgproto3.Sync{}, &pgproto3.CopyData{Data: []byte("1\n")}, &pgproto3.CopyDone{}, &pgproto3.Sync{}),
+			enc(t, &pgproto3.ParseComplete{}, &pgproto3.BindComplete{}, &pgproto3.CopyInResponse{}), false, false},
 	} {
 		for n := 1; n <= len(c.client)+len(c.server)+1; n++ {
 			tr := &sessionTrack{}
