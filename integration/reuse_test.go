@@ -230,3 +230,27 @@ func copyData(s string) []byte {
 	n := 4 + len(s)
 	return append([]byte{'d', byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}, s...)
 }
+
+// TestReuseAfterCopyIn: a session that ran COPY FROM STDIN to its end and left idle
+// is parked for the next client like any other.
+func TestReuseAfterCopyIn(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, newStateDir(t))
+	s.seedSQL("app", reuseSQL)
+	ctx := context.Background()
+	c := s.connect(t, "app@copyin")
+	pid := c.PgConn().PID()
+	n, err := c.CopyFrom(ctx, pgx.Identifier{"t"}, []string{"id", "v"}, pgx.CopyFromRows([][]any{{2000, "copied"}, {2001, "copied"}}))
+	if err != nil || n != 2 {
+		t.Fatalf("COPY FROM STDIN: %d rows, %v", n, err)
+	}
+	c.Close(ctx)
+	parkedOn(t, s, "copyin", 1)
+	next := s.connect(t, "app@copyin")
+	if next.PgConn().PID() != pid {
+		t.Errorf("next client got pid %d, want the parked session's %d", next.PgConn().PID(), pid)
+	}
+	if got := scalar[int64](t, next, "SELECT count(*) FROM t WHERE v = 'copied'"); got != 2 {
+		t.Errorf("%d copied rows, want 2", got)
+	}
+}

@@ -68,6 +68,7 @@ type sessionTrack struct {
 
 	syncs      int64 // Query, Sync and FunctionCall messages the client sent, less those a COPY FROM STDIN ignored
 	sinceExec  int64 // Syncs the client sent since its last Execute or Query
+	lastExec   byte  // 'Q' or 'E': which of the two the client sent last
 	unsynced   bool  // the client sent messages after its last sync point
 	terminated bool  // the client sent Terminate
 
@@ -101,19 +102,20 @@ func (t *sessionTrack) fromClient(b []byte) int {
 			if typ == 'S' {
 				t.sinceExec++
 			} else {
-				t.sinceExec = 0
+				t.sinceExec, t.lastExec = 0, 'Q'
 			}
 		case 'd', 'c', 'f':
 			// Copy data: the server is in COPY FROM STDIN, begun by the last
 			// Execute or Query, and ignored the Syncs sent since (a pipelining
-			// client sends one right after its Execute); only the Sync after
-			// CopyDone or CopyFail is answered.
+			// client sends one right after its Execute). After CopyDone or
+			// CopyFail a Query's copy is answered with the Query's ReadyForQuery;
+			// an Execute's with that of the Sync that must follow.
 			t.syncs -= t.sinceExec
 			t.sinceExec = 0
-			t.unsynced = true
+			t.unsynced = typ == 'd' || t.lastExec != 'Q'
 		default:
 			if typ == 'E' {
-				t.sinceExec = 0
+				t.sinceExec, t.lastExec = 0, 'E'
 			}
 			t.unsynced = true
 		}

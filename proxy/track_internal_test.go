@@ -60,6 +60,10 @@ func TestSessionTrack(t *testing.T) {
 		{"pipeline without sync", append(append([]byte{}, unsynced...), terminate...), nil, false, true},
 		{"two queries, one answered", append(append([]byte{}, query...), query...), answer, false, false},
 		{"mid copy in", append(append([]byte{}, query...), enc(t, &pgproto3.CopyData{Data: []byte("1\n")})...), copyStart, false, false},
+		{"copy in by query, done", append(enc(t, &pgproto3.Query{String: "copy t from stdin"}, &pgproto3.CopyData{Data: []byte("1\n")}, &pgproto3.CopyDone{}), terminate...),
+			enc(t, &pgproto3.CopyInResponse{}, &pgproto3.CommandComplete{CommandTag: []byte("COPY 1")}, &pgproto3.ReadyForQuery{TxStatus: 'I'}), true, true},
+		{"copy in by query, done, its answer to come", enc(t, &pgproto3.Query{String: "copy t from stdin"}, &pgproto3.CopyData{Data: []byte("1\n")}, &pgproto3.CopyDone{}),
+			copyStart, false, false},
 		{"half a server message", query, answer[:len(answer)-1], false, false},
 		// A Sync sent while the server is in COPY FROM STDIN is ignored there: the
 		// copy's own Sync after CopyDone is the one answered.
