@@ -23,6 +23,7 @@ const MaxWarmHold = 24 * time.Hour
 type warmHold struct {
 	n     int
 	until time.Time
+	timer *time.Timer // refills the pools once the hold has passed
 }
 
 // HoldWarm has source's pool keep at least n members until the hold is released
@@ -43,10 +44,9 @@ func (m *Manager) HoldWarm(ctx context.Context, source string, n int, ttl time.D
 	if s.holds == nil {
 		s.holds = map[string]warmHold{}
 	}
-	s.holds[id] = warmHold{n: n, until: time.Now().Add(ttl)}
-	m.mu.Unlock()
 	// Once it has passed, the members it alone kept go.
-	time.AfterFunc(ttl, m.refillPools)
+	s.holds[id] = warmHold{n: n, until: time.Now().Add(ttl), timer: time.AfterFunc(ttl, m.refillPools)}
+	m.mu.Unlock()
 	m.refillPools()
 	return id, nil
 }
@@ -55,8 +55,9 @@ func (m *Manager) HoldWarm(ctx context.Context, source string, n int, ttl time.D
 func (m *Manager) ReleaseWarm(ctx context.Context, source, id string) error {
 	m.mu.Lock()
 	s := m.sources[source]
-	_, ok := s.holdsOrNil()[id]
+	h, ok := s.holdsOrNil()[id]
 	if ok {
+		h.timer.Stop()
 		delete(s.holds, id)
 	}
 	m.mu.Unlock()

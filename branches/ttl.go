@@ -24,10 +24,13 @@ func (t TTL) MarshalJSON() ([]byte, error) {
 	return json.Marshal(t.String())
 }
 
-// UnmarshalJSON reads a duration string or a number of seconds; negative and
-// overflowing values are errors.
+// UnmarshalJSON reads a duration string or a number of seconds (null: no change);
+// negative and overflowing values are errors.
 func (t *TTL) UnmarshalJSON(b []byte) error {
 	text := string(bytes.TrimSpace(b))
+	if text == "null" {
+		return nil // as for any JSON value: null leaves it as it is
+	}
 	if s, err := strconv.Unquote(text); err == nil && len(text) > 0 && text[0] == '"' {
 		text = s
 	}

@@ -9,7 +9,7 @@ import (
 func TestTTLJSON(t *testing.T) {
 	for in, want := range map[string]time.Duration{
 		`"72h"`: 72 * time.Hour, `"7d"`: 7 * 24 * time.Hour, `"90m"`: 90 * time.Minute,
-		`"3600"`: time.Hour, `3600`: time.Hour, `0`: 0,
+		`"3600"`: time.Hour, `3600`: time.Hour, `0`: 0, `null`: 0,
 	} {
 		var got TTL
 		if err := json.Unmarshal([]byte(in), &got); err != nil || time.Duration(got) != want {

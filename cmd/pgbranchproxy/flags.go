@@ -34,8 +34,8 @@ func (f sizeFlag) Type() string { return "size" }
 type ttlFlag struct{ p *time.Duration }
 
 func (f ttlFlag) String() string {
-	if f.p == nil {
-		return "0s"
+	if f.p == nil || *f.p == 0 {
+		return "0" // what the help takes for no default
 	}
 	return f.p.String()
 }

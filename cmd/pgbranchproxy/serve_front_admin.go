@@ -52,6 +52,13 @@ func (fw *nodeForwarder) forward(rt admin.Route) http.HandlerFunc {
 		}
 	case "GET /v1/branches":
 		return fw.gather
+	case "POST /v1/sources/{name}/holds", "DELETE /v1/sources/{name}/holds/{id}":
+		// A hold deepens one node's pool, in its memory; the pools a front's
+		// clients claim from are every node's. pgbranchtest.Warm then sets the
+		// source's warm setting instead.
+		return func(w http.ResponseWriter, r *http.Request) {
+			admin.FrontError(w, http.StatusNotImplemented, "warm-pool holds are a node's own: set the source's warm pool (source set --warm) through a front")
+		}
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		if fw.member == nil {

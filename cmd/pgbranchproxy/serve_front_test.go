@@ -2,9 +2,12 @@ package main
 
 import (
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"testing"
 
+	"github.com/pgbranchproxy/pgbranchproxy/admin"
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
 	"go.uber.org/zap"
 )
@@ -25,5 +28,19 @@ func TestFrontAdminSocket(t *testing.T) {
 	sock, _, err = frontAdminSocket("/proc/no-such-dir", zap.NewNop())
 	if err != nil || sock != "" {
 		t.Fatalf("a directory that cannot be made: %q %v, want no socket and no error", sock, err)
+	}
+}
+
+// TestFrontRefusesHolds: a warm-pool hold is one node's, so a front refuses it
+// (501) rather than pass it to a node at random; pgbranchtest.Warm then sets the
+// source's warm setting instead.
+func TestFrontRefusesHolds(t *testing.T) {
+	fw := &nodeForwarder{}
+	for _, pattern := range []string{"POST /v1/sources/{name}/holds", "DELETE /v1/sources/{name}/holds/{id}"} {
+		rec := httptest.NewRecorder()
+		fw.forward(admin.Route{Pattern: pattern})(rec, httptest.NewRequest(http.MethodPost, "/v1/sources/app/holds", nil))
+		if rec.Code != http.StatusNotImplemented {
+			t.Errorf("%s through a front: %d, want 501", pattern, rec.Code)
+		}
 	}
 }
