@@ -441,7 +441,8 @@ func (m *Manager) routerSources(branch string) []router.Source {
 	defer m.mu.Unlock()
 	out := make([]router.Source, 0, len(m.sources))
 	for n, s := range m.sources {
-		rs := router.Source{Name: n, HasBranch: m.branches[key{n, branch}] != nil, Derived: s.src.Kind == KindBranch}
+		b := m.branches[key{n, branch}]
+		rs := router.Source{Name: n, HasBranch: b != nil && !b.ended(), Derived: s.src.Kind == KindBranch}
 		if s.seed != nil {
 			rs.Databases = s.seed.Databases
 		}

@@ -66,10 +66,9 @@ func (f *frames) scan(b []byte, onMsg func(typ byte, start, bodyAt int) bool) in
 type sessionTrack struct {
 	client, server frames
 
-	syncs      int64 // Query, Sync and FunctionCall messages the client sent, less those a COPY FROM STDIN ignored
-	sinceExec  int64 // Syncs the client sent since its last Execute or Query
-	lastExec   byte  // 'Q' or 'E': which of the two the client sent last
+	syncs      int64 // Query, Sync and FunctionCall messages the client sent
 	unsynced   bool  // the client sent messages after its last sync point
+	queryCopy  bool  // since its last Query the client sent copy data only
 	terminated bool  // the client sent Terminate
 
 	readies  int64 // ReadyForQuery messages the server sent
@@ -99,25 +98,21 @@ func (t *sessionTrack) fromClient(b []byte) int {
 		case 'Q', 'S', 'F':
 			t.syncs++
 			t.unsynced = false
-			if typ == 'S' {
-				t.sinceExec++
-			} else {
-				t.sinceExec, t.lastExec = 0, 'Q'
-			}
-		case 'd', 'c', 'f':
-			// Copy data: the server is in COPY FROM STDIN, begun by the last
-			// Execute or Query, and ignored the Syncs sent since (a pipelining
-			// client sends one right after its Execute). After CopyDone or
-			// CopyFail a Query's copy is answered with the Query's ReadyForQuery;
-			// an Execute's with that of the Sync that must follow.
-			t.syncs -= t.sinceExec
-			t.sinceExec = 0
-			t.unsynced = typ == 'd' || t.lastExec != 'Q'
-		default:
-			if typ == 'E' {
-				t.sinceExec, t.lastExec = 0, 'E'
-			}
+			t.queryCopy = typ == 'Q'
+		case 'd':
 			t.unsynced = true
+		case 'c', 'f':
+			// CopyDone or CopyFail right after a Query and its copy data: the
+			// Query's ReadyForQuery answers the copy (or the server, out of copy
+			// mode after an error, ignores them). After anything else a Sync
+			// must follow. A Sync sent during an extended-protocol copy is not
+			// taken back: whether the server was still in copy mode to ignore
+			// it, this side cannot tell, and such a session is not reused.
+			t.unsynced = !t.queryCopy
+			t.queryCopy = false
+		default:
+			t.unsynced = true
+			t.queryCopy = false
 		}
 		return true
 	})

@@ -65,15 +65,22 @@ func TestSessionTrack(t *testing.T) {
 		{"copy in by query, done, its answer to come", enc(t, &pgproto3.Query{String: "copy t from stdin"}, &pgproto3.CopyData{Data: []byte("1\n")}, &pgproto3.CopyDone{}),
 			copyStart, false, false},
 		{"half a server message", query, answer[:len(answer)-1], false, false},
-		// A Sync sent while the server is in COPY FROM STDIN is ignored there: the
-		// copy's own Sync after CopyDone is the one answered.
+		// A Sync sent during an extended-protocol copy may or may not have been
+		// ignored by the server (not if the copy failed before it read it): such a
+		// session is never taken for idle, even when it is.
 		{"extended copy in, then idle", append(enc(t, &pgproto3.Parse{Query: "copy t from stdin"}, &pgproto3.Bind{}, &pgproto3.Execute{},
 			&pgproto3.Sync{}, &pgproto3.CopyData{Data: []byte("1\n")}, &pgproto3.CopyDone{}, &pgproto3.Sync{}), terminate...),
 			enc(t, &pgproto3.ParseComplete{}, &pgproto3.BindComplete{}, &pgproto3.CopyInResponse{},
-				&pgproto3.CommandComplete{CommandTag: []byte("COPY 1")}, &pgproto3.ReadyForQuery{TxStatus: 'I'}), true, true},
-		{"extended copy in, its answer to come", enc(t, &pgproto3.Parse{Query: "copy t from stdin"}, &pgproto3.Bind{}, &pgproto3.Execute{},
-			&pgproto3.Sync{}, &pgproto3.CopyData{Data: []byte("1\n")}, &pgproto3.CopyDone{}, &pgproto3.Sync{}),
-			enc(t, &pgproto3.ParseComplete{}, &pgproto3.BindComplete{}, &pgproto3.CopyInResponse{}), false, false},
+				&pgproto3.CommandComplete{CommandTag: []byte("COPY 1")}, &pgproto3.ReadyForQuery{TxStatus: 'I'}), false, true},
+		// The copy fails at once (a view): the server answers both Syncs, and the
+		// query sent next is still running.
+		{"extended copy failed, then a query unanswered", append(enc(t, &pgproto3.Parse{Query: "copy v from stdin"}, &pgproto3.Bind{}, &pgproto3.Execute{},
+			&pgproto3.Sync{}, &pgproto3.CopyData{Data: []byte("1\n")}, &pgproto3.CopyDone{}, &pgproto3.Sync{}), query...),
+			enc(t, &pgproto3.ParseComplete{}, &pgproto3.BindComplete{}, &pgproto3.CopyInResponse{}, &pgproto3.ErrorResponse{Message: "cannot copy to view"},
+				&pgproto3.ReadyForQuery{TxStatus: 'I'}, &pgproto3.ReadyForQuery{TxStatus: 'I'}), false, false},
+		// A stray CopyFail after a Parse: the server skips to the next Sync.
+		{"copy fail after a parse", append(append(append([]byte{}, query...), enc(t, &pgproto3.Parse{Query: "selec"}, &pgproto3.CopyFail{Message: "x"})...), terminate...),
+			answer, false, true},
 	} {
 		for n := 1; n <= len(c.client)+len(c.server)+1; n++ {
 			tr := &sessionTrack{}

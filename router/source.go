@@ -21,8 +21,8 @@ type Source struct {
 //   - else the one source whose Databases contain r.Database;
 //   - else, of several that have it, the one with a branch of the route's name
 //     (a connection string handed out before another source with the database was
-//     added keeps working), or the one not Derived from another's branch (a
-//     template of migrations takes no new branch by its database alone);
+//     added keeps working); if none has one, the one not Derived from another's
+//     branch (a template of migrations takes no new branch by its database alone);
 //   - else the only source, if there is exactly one (its Postgres then reports a
 //     missing database itself);
 //   - else ErrAmbiguousSource when several sources have the database, or
@@ -56,15 +56,17 @@ func ResolveSource(r Route, sources []Source) (string, error) {
 			having = append(having, s)
 		}
 	}
-	if len(having) > 1 {
-		having = narrow(having, func(s Source) bool { return s.HasBranch })
-	}
-	if len(having) > 1 {
-		having = narrow(having, func(s Source) bool { return !s.Derived })
+	pick := having
+	if len(pick) > 1 {
+		if with := filter(pick, func(s Source) bool { return s.HasBranch }); len(with) > 0 {
+			pick = with
+		} else if own := filter(pick, func(s Source) bool { return !s.Derived }); len(own) > 0 {
+			pick = own
+		}
 	}
 	switch {
-	case len(having) == 1:
-		return having[0].Name, nil
+	case len(pick) == 1:
+		return pick[0].Name, nil
 	case len(sources) == 1:
 		return sources[0].Name, nil
 	case len(having) > 1:
@@ -82,19 +84,15 @@ func ResolveSource(r Route, sources []Source) (string, error) {
 	}
 }
 
-// narrow returns the sources that keep is true for when there is exactly one,
-// else all of them.
-func narrow(sources []Source, keep func(Source) bool) []Source {
-	var kept []Source
+// filter returns the sources keep is true for.
+func filter(sources []Source, keep func(Source) bool) []Source {
+	var out []Source
 	for _, s := range sources {
 		if keep(s) {
-			kept = append(kept, s)
+			out = append(out, s)
 		}
 	}
-	if len(kept) == 1 {
-		return kept
-	}
-	return sources
+	return out
 }
 
 // sourceNames lists the names of sources, sorted, without duplicates, quoted.
