@@ -184,7 +184,7 @@ func (s *fakeServer) serve(c net.Conn) {
 			case "commit", "rollback":
 				tx = 'I'
 			}
-			be.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")})
+			be.Send(&pgproto3.CommandComplete{CommandTag: []byte(fakeTag(m.String))})
 			be.Send(&pgproto3.ReadyForQuery{TxStatus: tx})
 			if err := be.Flush(); err != nil {
 				return
@@ -360,4 +360,18 @@ func (l *fakeLease) waitReleased(t *testing.T) {
 	case <-time.After(within):
 		t.Fatalf("lease not released within %v", within)
 	}
+}
+
+// fakeTag is the CommandComplete tag Postgres answers q with, for the commands the
+// proxy sends itself; SELECT 1 for the rest.
+func fakeTag(q string) string {
+	switch u := strings.ToUpper(q); {
+	case u == "DISCARD ALL":
+		return u
+	case strings.HasPrefix(u, "SET "):
+		return "SET"
+	case u == "BEGIN" || u == "COMMIT" || u == "ROLLBACK":
+		return u
+	}
+	return "SELECT 1"
 }

@@ -29,26 +29,39 @@ type pumpReset struct {
 	// socket is closed then); it runs once, outside the loop (see afterLoop).
 	then func(server int)
 
+	tags []string // the CommandComplete tag each query answers with
+
 	frames   frames
-	got      int  // ReadyForQuery messages seen
-	failed   bool // an ErrorResponse, or a status other than 'I'
-	wantStat bool // the last ReadyForQuery's status byte is still to come
+	got      int    // ReadyForQuery messages seen
+	tag      []byte // the body of the CommandComplete being read
+	tagNeed  int64  // its bytes still to come
+	tagged   bool   // the current query's CommandComplete came, with its tag
+	failed   bool   // an ErrorResponse, a status other than 'I', or an answer not the queries'
+	wantStat bool   // the last ReadyForQuery's status byte is still to come
 }
 
 // newPumpReset returns the reset of these queries, bounded by timeout, whose end
 // is told to then.
 func newPumpReset(queries []string, timeout time.Duration, then func(server int)) *pumpReset {
 	var msgs []byte
-	for _, q := range queries {
+	tags := make([]string, len(queries))
+	for i, q := range queries {
 		msgs, _ = (&pgproto3.Query{String: q}).Encode(msgs)
+		tags[i] = commandTag(q)
 	}
-	return &pumpReset{msgs: msgs, want: len(queries), timeout: timeout, then: then}
+	return &pumpReset{msgs: msgs, want: len(queries), tags: tags, timeout: timeout, then: then}
 }
 
 // take notes b, the next bytes of the server's answer. It reports done once the
-// last ReadyForQuery has come, and ok when every one said 'I', no ErrorResponse
-// came, and nothing came after the last one (as serverConn.roundTrip requires).
+// last ReadyForQuery has come, and ok when every one said 'I' and followed its
+// query's CommandComplete, nothing but notices and parameter reports came besides,
+// and nothing came after the last one (as serverConn.roundTrip requires). So an
+// answer that is not the reset's (a query of the last client still running, were
+// the session taken for idle wrongly) fails the reset, and the session is closed.
 func (r *pumpReset) take(b []byte) (done, ok bool) {
+	if r.tagNeed > 0 && len(b) > 0 {
+		r.tagBytes(b[:min(int64(len(b)), r.tagNeed)])
+	}
 	if r.wantStat && len(b) > 0 {
 		r.wantStat = false
 		r.failed = r.failed || b[0] != 'I'
@@ -59,9 +72,19 @@ func (r *pumpReset) take(b []byte) (done, ok bool) {
 	end := -1
 	r.frames.scan(b, func(typ byte, _, bodyAt int) bool {
 		switch typ {
-		case 'E':
-			r.failed = true
+		case 'N', 'S':
+		case 'C':
+			r.tag, r.tagNeed, r.tagged = r.tag[:0], r.frames.remain, false
+			if r.tagNeed > 64 { // longer than any tag a reset answers with
+				r.failed, r.tagNeed = true, 0
+				break
+			}
+			if k := min(int64(len(b)-bodyAt), r.tagNeed); k > 0 || r.tagNeed == 0 {
+				r.tagBytes(b[bodyAt : bodyAt+int(max(k, 0))])
+			}
 		case 'Z':
+			r.failed = r.failed || !r.tagged
+			r.tagged = false
 			r.got++
 			if bodyAt >= len(b) {
 				r.wantStat = true
@@ -72,6 +95,8 @@ func (r *pumpReset) take(b []byte) (done, ok bool) {
 				end = bodyAt + 1
 				return false
 			}
+		default: // 'E', and anything a DISCARD ALL or a SET does not answer with
+			r.failed = true
 		}
 		return true
 	})
@@ -82,6 +107,18 @@ func (r *pumpReset) take(b []byte) (done, ok bool) {
 		return false, false
 	}
 	return true, !r.failed && end == len(b)
+}
+
+// tagBytes adds p to the CommandComplete body being read and, once it is whole,
+// checks it is the tag of the query being answered.
+func (r *pumpReset) tagBytes(p []byte) {
+	r.tag = append(r.tag, p...)
+	r.tagNeed -= int64(len(p))
+	if r.tagNeed > 0 {
+		return
+	}
+	r.tagged = r.got < len(r.tags) && string(r.tag) == r.tags[r.got]+"\x00"
+	r.failed = r.failed || !r.tagged
 }
 
 // startReset writes s's reset to its server, whose client has left, and keeps the

@@ -55,9 +55,17 @@ func TestPumpResetTake(t *testing.T) {
 		{"more than asked", 1, cat(discard, notice), true, false},
 		{"cut short", 2, discard, false, false},
 		{"not the protocol", 1, []byte{'C', 0, 0, 0, 1, 'x'}, true, false},
+		// Answers that are not the reset's: a query of the last client still
+		// running (a row and its tag), or a tag of another command.
+		{"a query's answer first", 1, cat(enc(t, &pgproto3.RowDescription{}, &pgproto3.DataRow{Values: [][]byte{[]byte("secret")}},
+			&pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")}, &pgproto3.ReadyForQuery{TxStatus: 'I'})), true, false},
+		{"another tag", 1, enc(t, &pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")}, &pgproto3.ReadyForQuery{TxStatus: 'I'}), true, false},
+		{"no tag", 1, enc(t, &pgproto3.ReadyForQuery{TxStatus: 'I'}), true, false},
+		{"tags swapped", 2, cat(set, discard), true, false},
+		{"a notice in the answer", 1, cat(notice, discard), true, true},
 	} {
 		for n := 1; n <= len(tc.answer); n++ {
-			r := newPumpReset(make([]string, tc.queries), time.Second, nil)
+			r := newPumpReset([]string{resetQuery, setAppNameQuery("x")}[:tc.queries], time.Second, nil)
 			done, ok := takeInChunks(r, tc.answer, n)
 			if done != tc.done || ok != tc.ok {
 				t.Errorf("%s in chunks of %d: done %v ok %v, want done %v ok %v", tc.name, n, done, ok, tc.done, tc.ok)

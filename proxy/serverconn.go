@@ -232,13 +232,27 @@ func (sc *serverConn) exec(timeout time.Duration, sqls ...string) error {
 	for _, sql := range sqls {
 		q, _ = (&pgproto3.Query{String: sql}).Encode(q)
 	}
-	return sc.roundTrip(timeout, q, len(sqls), strings.Join(sqls, "; "), false)
+	tags := make([]string, len(sqls))
+	for i, sql := range sqls {
+		tags[i] = commandTag(sql)
+	}
+	return sc.roundTrip(timeout, q, tags, len(sqls), strings.Join(sqls, "; "), false)
+}
+
+// commandTag is the CommandComplete tag a reset query answers with.
+func commandTag(sql string) string {
+	if sql == resetQuery {
+		return "DISCARD ALL"
+	}
+	return "SET" // setAppNameQuery
 }
 
 // roundTrip writes msgs, which end in n ReadyForQuery answers (one per Query or
 // Sync), and reads to the last of them; each must say 'I', with no ErrorResponse on
-// the way unless mayFail. what names the work in an error.
-func (sc *serverConn) roundTrip(timeout time.Duration, msgs []byte, n int, what string, mayFail bool) error {
+// the way unless mayFail. With tags, each ReadyForQuery must follow a
+// CommandComplete of its tag, with nothing but notices and parameter reports
+// besides (see pumpReset.take). what names the work in an error.
+func (sc *serverConn) roundTrip(timeout time.Duration, msgs []byte, tags []string, n int, what string, mayFail bool) error {
 	if err := sc.attach(); err != nil {
 		return err
 	}
@@ -248,20 +262,27 @@ func (sc *serverConn) roundTrip(timeout time.Duration, msgs []byte, n int, what 
 		return err
 	}
 	br := bufio.NewReaderSize(sc.Conn, 512)
-	failed := false
+	failed, tagged := false, false
 	for i := 0; i < n; {
 		typ, msg, err := readMessage(br, maxBackendStartupMessage)
 		if err != nil {
 			return err
 		}
-		switch typ {
-		case 'E':
+		switch {
+		case typ == 'E':
 			failed = !mayFail
-		case 'Z':
-			if failed || msg[5] != 'I' {
+		case typ == 'Z':
+			if failed || msg[5] != 'I' || tags != nil && !tagged {
 				return fmt.Errorf("%w: %s", errResetFailed, what)
 			}
+			tagged = false
 			i++
+		case tags == nil, typ == 'N', typ == 'S':
+		case typ == 'C':
+			tagged = i < len(tags) && string(msg[5:]) == tags[i]+"\x00"
+			failed = failed || !tagged
+		default:
+			failed = true
 		}
 	}
 	if br.Buffered() > 0 {
@@ -277,7 +298,7 @@ func (sc *serverConn) warm(timeout time.Duration) error {
 	// Best effort: should it fail (a statement_timeout, an index whose access
 	// method cannot load), the session is as good as without it.
 	rels, _ := (&pgproto3.Query{String: warmRelations}).Encode(nil)
-	if err := sc.roundTrip(timeout, rels, 1, "warm-up of relations", true); err != nil {
+	if err := sc.roundTrip(timeout, rels, nil, 1, "warm-up of relations", true); err != nil {
 		return err
 	}
 	msgs, _ := (&pgproto3.Query{String: warmQuery}).Encode(nil)
@@ -289,7 +310,7 @@ func (sc *serverConn) warm(timeout time.Duration) error {
 	msgs, _ = (&pgproto3.Execute{}).Encode(msgs)
 	msgs, _ = (&pgproto3.Close{ObjectType: 'S'}).Encode(msgs) // a new session has no unnamed statement
 	msgs, _ = (&pgproto3.Sync{}).Encode(msgs)
-	return sc.roundTrip(timeout, msgs, 3, "warm-up", false)
+	return sc.roundTrip(timeout, msgs, nil, 3, "warm-up", false)
 }
 
 // resetQuery returns a session to the state a fresh start would leave it in.
