@@ -14,10 +14,10 @@ import (
 // a client names a source they do not know, and at each reaper pass. Each node
 // copies the seeds other nodes built (seedpull.go).
 
-// syncSources takes, from the catalog, the sources this node does not know and
-// the newer ready seeds of those it does, and drops the sources the catalog no
-// longer has (removed on another node, which refuses while any node has
-// branches of them).
+// syncSources takes, from the catalog, the sources this node does not know, the
+// newer ready seeds and the warm settings of those it does, and drops the sources
+// the catalog no longer has (removed on another node, which refuses while any
+// node has branches of them).
 func (m *Manager) syncSources(ctx context.Context) error {
 	srcs, err := m.cat.Sources(ctx)
 	if err != nil {
@@ -43,6 +43,10 @@ func (m *Manager) syncSources(ctx context.Context) error {
 			m.sources[s.Name] = &sourceState{src: s, seed: &sd}
 		case st.seed == nil || st.seed.Generation < sd.Generation:
 			st.src, st.seed = s, &sd
+		default:
+			// Set on the node that was asked (source set --warm, through a
+			// front); the pass that follows refills to it.
+			st.src.Warm = s.Warm
 		}
 	}
 	for name := range m.sources {
