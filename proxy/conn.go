@@ -402,10 +402,17 @@ func (s *Server) serverSession(ctx context.Context, lease Lease, params map[stri
 	// Bound the branch server's start-up by the acquire deadline: a silent server must
 	// not hold the handler, its lease and Shutdown.
 	sc, err := dialServer(ctx, lease.Dial, params)
-	if k, ok := lease.(ConnKeeper); ok && err != nil && k.Kept() && !refusal(err) {
+	switch k, ok := lease.(ConnKeeper); {
+	case err == nil || refusal(err) || ctx.Err() != nil:
+	case ok && k.Kept():
 		// The kept connection failed without an answer from the node (closed or
 		// reset): once more, on a new one.
 		sc, err = dialServer(ctx, k.DialNew, params)
+	case !errors.Is(err, errDialServer):
+		// The server took the connection and closed it unanswered: it exited as
+		// the lease was taken. Once more: the lease's Dial, finding its socket
+		// refused, waits for the exit to be seen and starts the server again.
+		sc, err = dialServer(ctx, lease.Dial, params)
 	}
 	if err == nil {
 		s.Stats.ServersOpened.Add(1)

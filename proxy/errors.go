@@ -171,3 +171,7 @@ func writeError(w io.Writer, ce clientError) error {
 	_, err = w.Write(buf)
 	return err
 }
+
+// errDialServer marks a failure to connect to a branch server at all, as opposed
+// to one during the start-up of a connection it took.
+var errDialServer = errors.New("dial branch server")

@@ -240,6 +240,8 @@ type fakeBranches struct {
 	rolesErr error
 	lookups  chan router.Route // one per Roles
 
+	cutDials atomic.Int32 // this many dials connect to a server that closes at once
+
 	mu     sync.Mutex
 	leases []*fakeLease
 	idle   map[string][]io.Closer // parked server sessions by startup key, as the engine keeps them
@@ -317,6 +319,11 @@ type fakeLease struct {
 }
 
 func (l *fakeLease) Dial(ctx context.Context) (net.Conn, error) {
+	if l.b.cutDials.Add(-1) >= 0 {
+		c, server := net.Pipe()
+		server.Close() // a server that exited as it took the connection
+		return c, nil
+	}
 	var d net.Dialer
 	return d.DialContext(ctx, "tcp", l.addr)
 }

@@ -178,6 +178,24 @@ func TestSilentBranchServer(t *testing.T) {
 	fb.lease(t, 0).waitReleased(t)
 }
 
+// TestBranchServerGoneDuringStartup: a branch server that takes the connection and
+// closes it unanswered (it exited as the lease was taken) gets a second dial, which
+// the lease answers with the server started again; the client sees nothing of it.
+// A second such close is the client's error.
+func TestBranchServerGoneDuringStartup(t *testing.T) {
+	t.Parallel()
+	p, _, fs := setup(t, defaultConfig(), scriptOK, nil, func(fb *fakeBranches) { fb.cutDials.Store(1) })
+	conn := p.mustConnect(t, "dbname=app@feat")
+	recv(t, fs.startups, "startup at the branch server")
+	query(t, conn)
+
+	p2, fb2, _ := setup(t, defaultConfig(), scriptOK, nil, func(fb *fakeBranches) { fb.cutDials.Store(2) })
+	if _, err := p2.connect(t, "dbname=app@feat"); err == nil {
+		t.Fatal("connected through two servers that closed unanswered")
+	}
+	fb2.lease(t, 0).waitReleased(t)
+}
+
 // TestSilentBranchServerTimesOut: a client that waits longer than the login's
 // bound is told 57P03 (try again), not an internal error.
 func TestSilentBranchServerTimesOut(t *testing.T) {

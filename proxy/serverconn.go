@@ -452,7 +452,7 @@ func peekNothing(fd uintptr) bool {
 func dialServer(ctx context.Context, dial func(context.Context) (net.Conn, error), params map[string]string) (*serverConn, error) {
 	conn, err := dial(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("dial branch server: %w", err)
+		return nil, fmt.Errorf("%w: %w", errDialServer, err)
 	}
 	if d, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(d)
