@@ -143,6 +143,13 @@ func classify(err error) clientError {
 		// Last: a cause the engine named (above) says more than the clock running out.
 		return clientError{code: codeCannotConnectNow, message: "timed out preparing the branch",
 			hint: "try again; the server's --startup-timeout bounds how long a connection waits for its branch"}
+	case errors.Is(err, errDialServer), errors.Is(err, errServerClosed):
+		// The engine said the branch's server runs, and it could not be reached or
+		// hung up before the session started, even after a second try (see
+		// serverSession): the client may try again, and the log says why.
+		id := newErrorID()
+		return clientError{code: codeCannotConnectNow, message: "the branch's server is not accepting connections",
+			detail: "error id " + id, hint: "try again in a moment; the proxy's log has this error id", id: id}
 	}
 	id := newErrorID()
 	return clientError{code: codeInternal, message: "could not prepare the branch", detail: "error id " + id, id: id}
@@ -175,3 +182,7 @@ func writeError(w io.Writer, ce clientError) error {
 // errDialServer marks a failure to connect to a branch server at all, as opposed
 // to one during the start-up of a connection it took.
 var errDialServer = errors.New("dial branch server")
+
+// errServerClosed marks a branch server that closed a new connection (or failed
+// it) before it answered the session's start: it exited meanwhile.
+var errServerClosed = errors.New("branch server closed the connection")

@@ -121,8 +121,8 @@ func TestDialFailure(t *testing.T) {
 	p := startProxy(t, defaultConfig(), fb)
 	_, err = p.connect(t, "dbname=app@feat")
 	pe := pgError(t, err)
-	if pe.Code != "XX000" {
-		t.Errorf("SQLSTATE = %s (%q), want XX000", pe.Code, pe.Message)
+	if pe.Code != "57P03" || pe.Hint == "" {
+		t.Errorf("SQLSTATE = %s (%q, hint %q), want 57P03 with a hint", pe.Code, pe.Message, pe.Hint)
 	}
 	if strings.Contains(pe.Message+pe.Detail+pe.Hint, closedAddr) {
 		t.Errorf("branch server address leaked to the client: %+v", pe)

@@ -150,14 +150,14 @@ func startSession(conn net.Conn, params map[string]string) (*serverConn, error) 
 		return nil, err
 	}
 	if _, err := conn.Write(startup); err != nil {
-		return nil, fmt.Errorf("write to branch server: %w", err)
+		return nil, fmt.Errorf("%w: write: %w", errServerClosed, err)
 	}
 	sc := &serverConn{Conn: conn, fd: -1, key: startupKey(params), started: time.Now(), keep: params[OptKeepConn] != ""}
 	br := bufio.NewReaderSize(conn, 4096)
 	for {
 		typ, msg, err := readMessage(br, maxBackendStartupMessage)
 		if err != nil {
-			return nil, fmt.Errorf("read from branch server: %w", err)
+			return nil, fmt.Errorf("%w: read: %w", errServerClosed, err)
 		}
 		switch typ {
 		case 'R':
