@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -26,9 +27,9 @@ type Manager interface {
 	HoldWarm(ctx context.Context, source string, warm int, ttl time.Duration) (string, error)
 	ReleaseWarm(ctx context.Context, source, id string) error
 	Create(ctx context.Context, name string, opts branches.CreateOptions) error
-	Reset(ctx context.Context, source, name string) error
-	Destroy(ctx context.Context, source, name string) error
-	Stop(ctx context.Context, source, name string) error
+	Reset(ctx context.Context, source, name string, o branches.OpOptions) error
+	Destroy(ctx context.Context, source, name string, o branches.OpOptions) error
+	Stop(ctx context.Context, source, name string, o branches.OpOptions) error
 	Set(ctx context.Context, source, name string, s branches.Settings) error
 	Info() branches.ServerInfo
 	Diff(ctx context.Context, name string, opts branches.DiffOptions) (branches.DiffResult, error)
@@ -177,11 +178,26 @@ func (a *API) resumeNode(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) resetBranch(w http.ResponseWriter, r *http.Request) {
-	a.result(w, a.m.Reset(r.Context(), r.URL.Query().Get("source"), r.PathValue("name")))
+	a.branchOp(w, r, a.m.Reset)
 }
 
 func (a *API) stopBranch(w http.ResponseWriter, r *http.Request) {
-	a.result(w, a.m.Stop(r.Context(), r.URL.Query().Get("source"), r.PathValue("name")))
+	a.branchOp(w, r, a.m.Stop)
+}
+
+// branchOp runs a reset, stop or destroy of the branch the request names, with
+// ?force=true ending its sessions rather than being refused while it has some.
+func (a *API) branchOp(w http.ResponseWriter, r *http.Request, op func(context.Context, string, string, branches.OpOptions) error) {
+	q := r.URL.Query()
+	var o branches.OpOptions
+	if f := q.Get("force"); f != "" {
+		var err error
+		if o.Force, err = strconv.ParseBool(f); err != nil {
+			a.result(w, fmt.Errorf("force=%q: want true or false: %w", f, branches.ErrInvalid))
+			return
+		}
+	}
+	a.result(w, op(r.Context(), q.Get("source"), r.PathValue("name"), o))
 }
 
 func (a *API) setBranch(w http.ResponseWriter, r *http.Request) {
@@ -194,7 +210,7 @@ func (a *API) setBranch(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) destroyBranch(w http.ResponseWriter, r *http.Request) {
-	a.result(w, a.m.Destroy(r.Context(), r.URL.Query().Get("source"), r.PathValue("name")))
+	a.branchOp(w, r, a.m.Destroy)
 }
 
 // Error is the body of a failed request.

@@ -70,11 +70,11 @@ func (f *fakeManager) Create(_ context.Context, name string, o branches.CreateOp
 	f.calls = append(f.calls, fmt.Sprintf("create %s from=%s ttl=%s", name, o.From, o.TTL))
 	return f.err
 }
-func (f *fakeManager) Reset(_ context.Context, source, name string) error {
+func (f *fakeManager) Reset(_ context.Context, source, name string, _ branches.OpOptions) error {
 	f.calls = append(f.calls, "reset "+source+"/"+name)
 	return f.err
 }
-func (f *fakeManager) Destroy(_ context.Context, source, name string) error {
+func (f *fakeManager) Destroy(_ context.Context, source, name string, _ branches.OpOptions) error {
 	f.calls = append(f.calls, "destroy "+source+"/"+name)
 	return f.err
 }
@@ -83,7 +83,7 @@ func (f *fakeManager) SetDraining(context.Context, string, bool) error { return 
 func (f *fakeManager) Nodes(context.Context) ([]branches.NodeInfo, error) {
 	return []branches.NodeInfo{{ID: "n1", Slot: 1, Epoch: 3, State: "active"}}, f.err
 }
-func (f *fakeManager) Stop(_ context.Context, source, name string) error {
+func (f *fakeManager) Stop(_ context.Context, source, name string, _ branches.OpOptions) error {
 	f.calls = append(f.calls, "stop "+source+"/"+name)
 	return f.err
 }

@@ -94,36 +94,48 @@ func (m *Manager) Create(ctx context.Context, name string, opts CreateOptions) e
 	}
 }
 
-// Reset throws the branch's writes away; it refuses a branch with open sessions.
-func (m *Manager) Reset(ctx context.Context, source, name string) error {
-	return m.adminOp(ctx, source, name, "reset", m.resetBranch)
+// OpOptions say how Reset, Destroy and Stop treat a branch that has sessions.
+type OpOptions struct {
+	// Force ends the branch's sessions rather than refusing the operation
+	// (ErrBusy): its server is stopped under them, and each client is told so by
+	// its backend (57P01, as after pg_terminate_backend).
+	Force bool
 }
 
-// Destroy removes the branch and its data; it refuses a branch with open sessions.
-func (m *Manager) Destroy(ctx context.Context, source, name string) error {
-	return m.adminOp(ctx, source, name, "destroy", m.destroyBranch)
+// Reset throws the branch's writes away; it refuses a branch with open sessions
+// unless o.Force.
+func (m *Manager) Reset(ctx context.Context, source, name string, o OpOptions) error {
+	return m.adminOp(ctx, source, name, "reset", o, m.resetBranch)
 }
 
-// Stop stops the branch's server, keeping its data; it refuses a branch with open sessions.
-func (m *Manager) Stop(ctx context.Context, source, name string) error {
-	return m.adminOp(ctx, source, name, "stop", m.stopBranch)
+// Destroy removes the branch and its data; it refuses a branch with open sessions
+// unless o.Force.
+func (m *Manager) Destroy(ctx context.Context, source, name string, o OpOptions) error {
+	return m.adminOp(ctx, source, name, "destroy", o, m.destroyBranch)
 }
 
-// adminOp runs one of the lifecycle steps on a branch with no sessions, on behalf of
-// the admin API, and counts it.
-func (m *Manager) adminOp(ctx context.Context, source, name, what string, step func(context.Context, *branch, string) error) error {
+// Stop stops the branch's server, keeping its data; it refuses a branch with open
+// sessions unless o.Force.
+func (m *Manager) Stop(ctx context.Context, source, name string, o OpOptions) error {
+	return m.adminOp(ctx, source, name, "stop", o, m.stopBranch)
+}
+
+// adminOp runs one of the lifecycle steps on a branch with no sessions (or, with
+// o.Force, on one with sessions, which the step's stop of the server ends), on
+// behalf of the admin API, and counts it.
+func (m *Manager) adminOp(ctx context.Context, source, name, what string, o OpOptions, step func(context.Context, *branch, string) error) error {
 	source, err := m.sourceOfBranch(source, name)
 	if err != nil {
 		return err
 	}
-	check := noSessions
-	if what != "destroy" {
-		check = func(b *branch) error {
-			if b.rec.State == catalog.Lost {
-				return fmt.Errorf("branch %q: %w; only destroying it is possible", name, ErrLost)
-			}
-			return noSessions(b)
+	check := func(b *branch) error {
+		if what != "destroy" && b.rec.State == catalog.Lost {
+			return fmt.Errorf("branch %q: %w; only destroying it is possible", name, ErrLost)
 		}
+		if o.Force {
+			return nil
+		}
+		return noSessions(b)
 	}
 	start := time.Now()
 	err = m.do(ctx, key{source, name}, what, check, func(ctx context.Context, b *branch) error {

@@ -65,7 +65,7 @@ func TestLostBranchRefusesStop(t *testing.T) {
 	m := newUnitManager(t, "")
 	b := addStopped(t, m, "b", time.Now().UTC())
 	b.rec.State = catalog.Lost
-	if err := m.Stop(context.Background(), "s", "b"); !errors.Is(err, ErrLost) {
+	if err := m.Stop(context.Background(), "s", "b", OpOptions{}); !errors.Is(err, ErrLost) {
 		t.Fatalf("Stop of a lost branch = %v, want ErrLost", err)
 	}
 	if l := m.List(); len(l) != 1 || l[0].State != "lost" || l[0].Error == "" {

@@ -3,6 +3,7 @@ package branches
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -56,6 +57,10 @@ func (m *Manager) revive(ctx context.Context, b *branch, inst runtime.Instance) 
 		}
 		var o *op
 		switch {
+		case m.branches[key{b.rec.Source, b.rec.Name}] != b:
+			// Destroyed under its sessions (Destroy with Force): nothing to wake.
+			m.mu.Unlock()
+			return "", fmt.Errorf("branch %q: %w", b.rec.Name, ErrNotFound)
 		case b.op != nil:
 			o = b.op
 		case b.fenced: // stopped because the catalog no longer vouches for it (fence.go)

@@ -69,6 +69,28 @@ func TestLeaseDialServerGoneForGood(t *testing.T) {
 	}
 }
 
+// A session whose server went with its branch (Destroy with Force) while it
+// dialed is told that the branch is gone, and nothing starts a server for it.
+func TestLeaseDialBranchDestroyed(t *testing.T) {
+	t.Parallel()
+	m := &Manager{branches: map[key]*branch{}}
+	b := &branch{}
+	b.rec.Source, b.rec.Name = "s", "gone"
+	l := &Lease{m: m, b: b, socket: filepath.Join(t.TempDir(), ".s.PGSQL.5432")}
+	l.use.inst = exitedInstance{}
+	c, err := l.Dial(context.Background())
+	if err == nil {
+		c.Close()
+		t.Fatal("dialed a socket that does not exist")
+	}
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("dial: %v, want ErrNotFound", err)
+	}
+	if b.op != nil {
+		t.Errorf("an operation (%s) was started on the destroyed branch", b.op.what)
+	}
+}
+
 // A branch made ephemeral after it had sessions has that recorded in the catalog,
 // so that a restart destroys it at its next session's end (reconcile); one that
 // had none is still recorded as unused.

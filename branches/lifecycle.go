@@ -566,11 +566,20 @@ func (m *Manager) destroyBranch(ctx context.Context, b *branch, reason string) e
 			return err
 		}
 	}
+	m.mu.Lock()
+	sessions := b.sessions
+	m.mu.Unlock()
 	inst, rec := m.takeInstance(b)
 	if inst != nil {
-		// The files go next: a shutdown checkpoint would only write what is deleted.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StopTimeout)
-		_ = inst.Discard(sctx)
+		if sessions > 0 {
+			// Destroyed under its sessions (Force): a fast shutdown tells each
+			// client FATAL 57P01, where an immediate one only warns and hangs up.
+			_ = inst.Stop(sctx)
+		} else {
+			// The files go next: a shutdown checkpoint would only write what is deleted.
+			_ = inst.Discard(sctx)
+		}
 		cancel()
 	}
 	l := m.layoutOf(rec.ID)

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -133,19 +134,34 @@ func TestGitHubAction(t *testing.T) {
 	if out, code = runAction(t, in); code != 0 || out["created"] != "false" {
 		t.Errorf("second create: exit %d, outputs %v", code, out)
 	}
+	// A preview app holds a session: reset fails, and with force ends it.
+	app := s.connect(t, "app@pr-7")
 	in["command"] = "reset"
+	if _, code = runAction(t, in); code != 1 {
+		t.Errorf("reset with a session open: exit %d, want 1", code)
+	}
+	in["force"] = "yes"
+	if _, code = runAction(t, in); code != 2 {
+		t.Errorf("force: yes: exit %d, want 2", code)
+	}
+	in["force"] = "true"
 	if _, code = runAction(t, in); code != 0 {
-		t.Errorf("reset: exit %d", code)
+		t.Errorf("reset with force: exit %d", code)
+	}
+	if _, err := app.Exec(context.Background(), "SELECT 1"); pgCode(err) != "57P01" {
+		t.Errorf("the preview app's session after reset with force: %v, want SQLSTATE 57P01", err)
 	}
 	if got, err := s.psql(t, "app@pr-7", "SELECT count(*) FROM t"); err != nil || got != "0" {
 		t.Errorf("after reset: %q %v", got, err)
 	}
+	app = s.connect(t, "app@pr-7")
 	in["command"] = "destroy"
 	for range 2 {
 		if _, code = runAction(t, in); code != 0 {
 			t.Errorf("destroy: exit %d", code)
 		}
 	}
+	app.Close(context.Background())
 	if _, ok := s.branches()["pr-7"]; ok {
 		t.Error("pr-7 left after destroy")
 	}

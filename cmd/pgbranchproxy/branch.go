@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -130,18 +131,43 @@ func newBranchSet(g *globalFlags) *cobra.Command {
 
 func branchAction(g *globalFlags, verb, short, method, suffix string) *cobra.Command {
 	var source string
+	var force bool
 	cmd := &cobra.Command{
-		Use:   verb + " NAME [--source S]",
+		Use:   verb + " NAME [--source S] [--force]",
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path := "/v1/branches/" + url.PathEscape(args[0]) + suffix
-			if source != "" {
-				path += "?source=" + url.QueryEscape(source)
-			}
-			return newClient(g).call(cmd.Context(), method, path, nil, nil)
+			path := "/v1/branches/" + url.PathEscape(args[0]) + suffix + branchOpQuery(source, force)
+			return forceHint(newClient(g).call(cmd.Context(), method, path, nil, nil), force)
 		},
 	}
 	cmd.Flags().StringVar(&source, "source", "", "source of the branch (when the name exists in several)")
+	cmd.Flags().BoolVar(&force, "force", false, forceUsage)
 	return cmd
+}
+
+// forceUsage describes --force of branch reset, stop and destroy.
+const forceUsage = "end the branch's open sessions (each client is told 57P01, as after pg_terminate_backend) rather than refuse while it has some"
+
+// forceHint adds to a refusal for the branch's open sessions that --force ends them.
+func forceHint(err error, force bool) error {
+	if err != nil && !force && isStatus(err, http.StatusConflict) && strings.Contains(err.Error(), "open sessions") {
+		return fmt.Errorf("%w; --force ends them", err)
+	}
+	return err
+}
+
+// branchOpQuery is the query of a reset, stop or destroy request.
+func branchOpQuery(source string, force bool) string {
+	q := url.Values{}
+	if source != "" {
+		q.Set("source", source)
+	}
+	if force {
+		q.Set("force", "true")
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
 }

@@ -158,16 +158,13 @@ func newBranchURL(g *globalFlags) *cobra.Command {
 
 func newBranchDestroy(g *globalFlags) *cobra.Command {
 	var source string
-	var ifExists bool
+	var ifExists, force bool
 	cmd := &cobra.Command{
-		Use:   "destroy NAME [--source S] [--if-exists]",
+		Use:   "destroy NAME [--source S] [--if-exists] [--force]",
 		Short: "Destroy a branch and its data",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path := "/v1/branches/" + url.PathEscape(args[0])
-			if source != "" {
-				path += "?source=" + url.QueryEscape(source)
-			}
+			path := "/v1/branches/" + url.PathEscape(args[0]) + branchOpQuery(source, force)
 			c := newClient(g)
 			err := c.call(cmd.Context(), http.MethodDelete, path, nil, nil)
 			if ifExists && exitCode(err) == exitNotFound {
@@ -175,11 +172,12 @@ func newBranchDestroy(g *globalFlags) *cobra.Command {
 				// meant is still there).
 				return sourceExists(cmd.Context(), c, source)
 			}
-			return err
+			return forceHint(err, force)
 		},
 	}
 	cmd.Flags().StringVar(&source, "source", "", "source of the branch (when the name exists in several)")
 	cmd.Flags().BoolVar(&ifExists, "if-exists", false, "succeed when there is no such branch")
+	cmd.Flags().BoolVar(&force, "force", false, forceUsage)
 	return cmd
 }
 
