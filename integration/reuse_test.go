@@ -254,3 +254,42 @@ func TestReuseAfterCopyIn(t *testing.T) {
 		t.Errorf("%d copied rows, want 2", got)
 	}
 }
+
+// TestReusedSessionReportsNow: a reused server session's greeting shows the
+// parameters as the session has them now, as a fresh start would: a configuration
+// reload it took in during the last client's session, and what the reset restored
+// of the last client's SETs.
+func TestReusedSessionReportsNow(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, newStateDir(t))
+	s.seedSQL("app", reuseSQL)
+	ctx := context.Background()
+	first := s.connect(t, "app@reports")
+	pid := first.PgConn().PID()
+	for _, sql := range []string{"ALTER SYSTEM SET TimeZone = 'Asia/Tokyo'", "SELECT pg_reload_conf()", "SET IntervalStyle = 'iso_8601'"} {
+		if _, err := first.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	// The backend takes the reload in between two commands, and reports it with
+	// the answer of the next.
+	eventually(t, 10*time.Second, "the reload reported to the first client", func() bool {
+		scalar[int32](t, first, "SELECT 1")
+		return first.PgConn().ParameterStatus("TimeZone") == "Asia/Tokyo"
+	})
+	first.Close(ctx)
+	parkedOn(t, s, "reports", 1)
+
+	second := s.connect(t, "app@reports")
+	if second.PgConn().PID() != pid {
+		t.Fatalf("second client got pid %d, want the parked session's %d", second.PgConn().PID(), pid)
+	}
+	for name, want := range map[string]string{"TimeZone": "Asia/Tokyo", "IntervalStyle": "postgres"} {
+		if got := second.PgConn().ParameterStatus(name); got != want {
+			t.Errorf("greeting's %s = %q, want %q", name, got, want)
+		}
+		if got := scalar[string](t, second, "SELECT current_setting($1)", name); got != want {
+			t.Errorf("current_setting(%s) = %q, want %q", name, got, want)
+		}
+	}
+}

@@ -455,7 +455,7 @@ func (s *Server) relaySession(conn, raw net.Conn, e *ending, keepClient bool, af
 	}
 	var track *sessionTrack
 	if s.cfg.Reuse || sc.keep {
-		track = &sessionTrack{}
+		track = &sessionTrack{reports: statusCapture{sc: sc}}
 	}
 	if tc := plainTCP(conn); tc != nil && len(s.pumps) > 0 && sc.socket() {
 		then := func(out relayOutcome) {
@@ -502,6 +502,7 @@ func (s *Server) pumpSession(tc *net.TCPConn, e *ending, track *sessionTrack, ke
 	var reset *pumpReset
 	if s.cfg.Reuse && !s.retired(sc) {
 		reset = newPumpReset(sc.resetQueries(e.appName), s.cfg.CancelTimeout, e.park.ended)
+		reset.reports.sc = sc
 	}
 	var ended func(pumpResult)
 	if after != nil {

@@ -38,6 +38,7 @@ type pumpReset struct {
 	tagged   bool   // the current query's CommandComplete came, with its tag
 	failed   bool   // an ErrorResponse, a status other than 'I', or an answer not the queries'
 	wantStat bool   // the last ReadyForQuery's status byte is still to come
+	reports  statusCapture
 }
 
 // newPumpReset returns the reset of these queries, bounded by timeout, whose end
@@ -62,6 +63,7 @@ func (r *pumpReset) take(b []byte) (done, ok bool) {
 	if r.tagNeed > 0 && len(b) > 0 {
 		r.tagBytes(b[:min(int64(len(b)), r.tagNeed)])
 	}
+	r.reports.more(b)
 	if r.wantStat && len(b) > 0 {
 		r.wantStat = false
 		r.failed = r.failed || b[0] != 'I'
@@ -72,7 +74,10 @@ func (r *pumpReset) take(b []byte) (done, ok bool) {
 	end := -1
 	r.frames.scan(b, func(typ byte, _, bodyAt int) bool {
 		switch typ {
-		case 'N', 'S':
+		case 'N':
+		case 'S':
+			r.reports.begin(b, bodyAt, r.frames.remain)
+			r.failed = r.failed || r.reports.lost
 		case 'C':
 			r.tag, r.tagNeed, r.tagged = r.tag[:0], r.frames.remain, false
 			if r.tagNeed > 64 { // longer than any tag a reset answers with

@@ -31,7 +31,7 @@ type serverConn struct {
 	key      string
 	pid      uint32
 	secret   []byte // the backend's own secret, used only to forward cancels
-	status   []byte // the ParameterStatus messages of its start-up, application_name left out
+	status   []byte // the ParameterStatus messages of its start-up, updated by later reports (status.go), application_name left out
 	appName  string // application_name now, between clients
 	startApp string // application_name as of start-up: what DISCARD ALL returns it to
 	extra    []byte // messages of the first start-up to pass on once (notices)
@@ -277,7 +277,9 @@ func (sc *serverConn) roundTrip(timeout time.Duration, msgs []byte, tags []strin
 			}
 			tagged = false
 			i++
-		case tags == nil, typ == 'N', typ == 'S':
+		case typ == 'S':
+			sc.noteStatus(msg[5:])
+		case tags == nil, typ == 'N':
 		case typ == 'C':
 			tagged = i < len(tags) && string(msg[5:]) == tags[i]+"\x00"
 			failed = failed || !tagged

@@ -74,6 +74,8 @@ type sessionTrack struct {
 	readies  int64 // ReadyForQuery messages the server sent
 	status   byte  // the status byte of the last ReadyForQuery
 	wantStat bool  // the last message seen was ReadyForQuery and its status byte is still to come
+
+	reports statusCapture // the server's parameter reports, for its next client's greeting
 }
 
 // fromClient notes what the client sent. It returns how many bytes of b to forward
@@ -124,7 +126,11 @@ func (t *sessionTrack) fromServer(b []byte) {
 	if t.wantStat && len(b) > 0 {
 		t.status, t.wantStat = b[0], false
 	}
+	t.reports.more(b)
 	t.server.scan(b, func(typ byte, _, bodyAt int) bool {
+		if typ == 'S' {
+			t.reports.begin(b, bodyAt, t.server.remain)
+		}
 		if typ != 'Z' {
 			return true
 		}
@@ -141,6 +147,6 @@ func (t *sessionTrack) fromServer(b []byte) {
 // idle reports whether the server connection is idle outside a transaction, with
 // nothing in flight in either direction, so that it may be reset and reused.
 func (t *sessionTrack) idle() bool {
-	return t.client.atBoundary() && t.server.atBoundary() && !t.wantStat &&
+	return t.client.atBoundary() && t.server.atBoundary() && !t.wantStat && !t.reports.lost &&
 		!t.unsynced && t.syncs == t.readies && (t.status == 'I' || t.status == 0)
 }
