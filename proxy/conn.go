@@ -455,7 +455,10 @@ func (s *Server) relaySession(conn, raw net.Conn, e *ending, keepClient bool, af
 	}
 	var track *sessionTrack
 	if s.cfg.Reuse || sc.keep {
-		track = &sessionTrack{reports: statusCapture{sc: sc}}
+		track = &sessionTrack{}
+		if s.cfg.Reuse {
+			track.reports.sc = sc // parked for the next client, whose greeting they are
+		}
 	}
 	if tc := plainTCP(conn); tc != nil && len(s.pumps) > 0 && sc.socket() {
 		then := func(out relayOutcome) {

@@ -63,7 +63,9 @@ func (r *pumpReset) take(b []byte) (done, ok bool) {
 	if r.tagNeed > 0 && len(b) > 0 {
 		r.tagBytes(b[:min(int64(len(b)), r.tagNeed)])
 	}
-	r.reports.more(b)
+	if r.reports.need > 0 {
+		r.reports.more(b)
+	}
 	if r.wantStat && len(b) > 0 {
 		r.wantStat = false
 		r.failed = r.failed || b[0] != 'I'

@@ -126,7 +126,9 @@ func (t *sessionTrack) fromServer(b []byte) {
 	if t.wantStat && len(b) > 0 {
 		t.status, t.wantStat = b[0], false
 	}
-	t.reports.more(b)
+	if t.reports.need > 0 {
+		t.reports.more(b)
+	}
 	t.server.scan(b, func(typ byte, _, bodyAt int) bool {
 		if typ == 'S' {
 			t.reports.begin(b, bodyAt, t.server.remain)
