@@ -9,15 +9,24 @@ import (
 // Normalize strips from pg_dump --schema-only output what differs between two dumps
 // of the same schema: comments (the version header, "Name: …; Type: …" lines), SET
 // and set_config lines, \restrict and \unrestrict lines (their key is random), and
-// runs of blank lines. Equal schemas normalize to equal text.
+// runs of blank lines. Equal schemas normalize to equal text. Only pg_dump's own
+// lines go: a line inside a quoted literal (a function's body, a comment's text) is
+// kept whatever it starts with, so "SET LOCAL work_mem = '1GB'" in a function body
+// is compared like any other.
 func Normalize(dump []byte) string {
 	var out strings.Builder
 	sc := bufio.NewScanner(bytes.NewReader(dump))
 	sc.Buffer(make([]byte, 64*1024), 64*1024*1024)
 	blank := true // drop leading blank lines
+	var lit literals
 	for sc.Scan() {
-		line := strings.TrimRight(sc.Text(), " \t\r")
+		raw := sc.Text()
+		quoted := lit.open()
+		lit.scan(raw)
+		line := strings.TrimRight(raw, " \t\r")
 		switch {
+		case quoted:
+			blank = false
 		case strings.HasPrefix(line, "--"),
 			strings.HasPrefix(line, "SET "),
 			strings.HasPrefix(line, "SELECT pg_catalog.set_config("),
@@ -35,4 +44,63 @@ func Normalize(dump []byte) string {
 		out.WriteByte('\n')
 	}
 	return strings.TrimRight(out.String(), "\n") + "\n"
+}
+
+// literals follows, line by line, whether a dump is inside a quoted literal: a
+// string ('…'), a quoted identifier ("…") or a dollar-quoted body ($tag$…$tag$).
+// pg_dump writes strings with standard_conforming_strings on, so a backslash
+// escapes nothing.
+type literals struct {
+	quote byte   // '\'', '"' or '$'; 0 outside a literal
+	tag   string // the dollar quote's delimiter, "$tag$"
+}
+
+func (l *literals) open() bool { return l.quote != 0 }
+
+// scan follows line, which ends at a newline.
+func (l *literals) scan(line string) {
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch l.quote {
+		case '\'', '"':
+			if c == l.quote {
+				l.quote = 0 // a doubled quote closes and opens again
+			}
+			continue
+		case '$':
+			if strings.HasPrefix(line[i:], l.tag) {
+				i += len(l.tag) - 1
+				l.quote, l.tag = 0, ""
+			}
+			continue
+		}
+		switch {
+		case c == '-' && strings.HasPrefix(line[i:], "--"):
+			return // a comment, to the end of the line
+		case c == '\'' || c == '"':
+			l.quote = c
+		case c == '$' && (i == 0 || !identChar(line[i-1])):
+			if tag, ok := dollarTag(line[i:]); ok {
+				l.quote, l.tag = '$', tag
+				i += len(tag) - 1
+			}
+		}
+	}
+}
+
+// dollarTag returns the dollar quote that s starts with ("$$", "$body$"), if any.
+func dollarTag(s string) (string, bool) {
+	for j := 1; j < len(s); j++ {
+		switch c := s[j]; {
+		case c == '$':
+			return s[:j+1], true
+		case !identChar(c) || j == 1 && c >= '0' && c <= '9':
+			return "", false
+		}
+	}
+	return "", false
+}
+
+func identChar(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
 }

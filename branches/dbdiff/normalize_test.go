@@ -1,6 +1,7 @@
 package dbdiff_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/dbdiff"
@@ -53,6 +54,56 @@ func TestCompareTables(t *testing.T) {
 	for i, d := range got {
 		if d.Table+" "+d.Status != want[i] {
 			t.Errorf("%d: %s %s, want %s", i, d.Table, d.Status, want[i])
+		}
+	}
+}
+
+// Lines inside a function's body or a comment's text are the schema's, whatever
+// they start with: two functions that differ only in such a line differ.
+func TestNormalizeKeepsLiterals(t *testing.T) {
+	t.Parallel()
+	fn := func(workMem string) string {
+		return `--
+-- Name: heavy(); Type: FUNCTION; Schema: public; Owner: postgres
+--
+
+CREATE FUNCTION public.heavy() RETURNS void
+    LANGUAGE plpgsql
+    AS $_$
+BEGIN
+-- the report needs room
+SET LOCAL work_mem = '` + workMem + `';
+
+  PERFORM 1; -- it's $1 here
+END
+$_$;
+
+
+SET default_tablespace = '';
+
+--
+-- Name: FUNCTION heavy(); Type: COMMENT
+--
+
+COMMENT ON FUNCTION public.heavy() IS 'runs heavy
+-- reports
+SET nothing';
+CREATE TABLE public."odd$x$" (a$b$ integer);
+SET default_table_access_method = heap;
+`
+	}
+	a, b := dbdiff.Normalize([]byte(fn("64MB"))), dbdiff.Normalize([]byte(fn("1GB")))
+	if a == b {
+		t.Fatal("functions differing in a body line that starts with SET normalize alike")
+	}
+	for _, keep := range []string{"-- the report needs room\n", "SET LOCAL work_mem = '64MB';\n", "\n\n  PERFORM 1;", "-- reports\nSET nothing';\n"} {
+		if !strings.Contains(a, keep) {
+			t.Errorf("normalized dump lost %q:\n%s", keep, a)
+		}
+	}
+	for _, drop := range []string{"SET default_tablespace", "SET default_table_access_method", "-- Name:"} {
+		if strings.Contains(a, drop) {
+			t.Errorf("normalized dump kept pg_dump's %q:\n%s", drop, a)
 		}
 	}
 }
