@@ -223,6 +223,9 @@ type Progress struct {
 	Progress string               `json:"progress,omitempty"`
 	Source   *branches.SourceInfo `json:"source,omitempty"`
 	Error    string               `json:"error,omitempty"`
+	// Status is, with Error, the HTTP status the build's failure would have had
+	// had it come before the first progress line (404, 409, 400, 500, ...).
+	Status int `json:"status,omitempty"`
 }
 
 // CreateBranch is the body of POST /v1/branches.
@@ -246,17 +249,24 @@ func (a *API) addSource(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// streamSeed runs a seed build, streaming its progress as newline-delimited JSON; the
-// status is 200 from the start, and the last line says how it ended.
+// streamSeed runs a seed build, streaming its progress as newline-delimited JSON.
+// A build refused before its first progress line (a bad name, a source that
+// exists, a missing file) is answered with its status, as other requests are;
+// once progress has been sent the status is 200, and the last line says how the
+// build ended, with the status it would have had (Progress.Status).
 func (a *API) streamSeed(w http.ResponseWriter, name string, build func(progress func(string)) (branches.SourceInfo, error)) {
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.WriteHeader(http.StatusOK)
 	var mu sync.Mutex
+	started := false
 	enc := json.NewEncoder(w)
 	flusher, _ := w.(http.Flusher)
 	emit := func(p Progress) {
 		mu.Lock()
 		defer mu.Unlock()
+		if !started {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			w.WriteHeader(http.StatusOK)
+			started = true
+		}
 		enc.Encode(p)
 		if flusher != nil {
 			flusher.Flush()
@@ -264,9 +274,17 @@ func (a *API) streamSeed(w http.ResponseWriter, name string, build func(progress
 	}
 	info, err := build(func(line string) { emit(Progress{Progress: line}) })
 	if err != nil {
+		mu.Lock()
+		early := !started
+		mu.Unlock()
+		if early {
+			a.result(w, err)
+			return
+		}
 		a.log.Warn("build seed", zap.String("source", name), zap.Error(err))
-		emit(Progress{Error: err.Error()})
-		noteError(w, err.Error())
+		status := statusOf(err)
+		emit(Progress{Error: err.Error(), Status: status})
+		noteError(w, status, err.Error())
 		return
 	}
 	emit(Progress{Source: &info})
@@ -287,24 +305,29 @@ func (a *API) result(w http.ResponseWriter, err error) {
 		writeJSON(w, http.StatusOK, struct{}{})
 		return
 	}
-	status := http.StatusInternalServerError
-	switch {
-	case errors.Is(err, branches.ErrNotFound), errors.Is(err, catalog.ErrNotFound):
-		status = http.StatusNotFound
-	case errors.Is(err, branches.ErrExists), errors.Is(err, catalog.ErrExists), errors.Is(err, branches.ErrBusy), errors.Is(err, branches.ErrLost):
-		status = http.StatusConflict
-	case errors.Is(err, branches.ErrInvalid):
-		status = http.StatusBadRequest
-	case errors.Is(err, branches.ErrClosed), errors.Is(err, branches.ErrNotReady), errors.Is(err, branches.ErrDiskFull), errors.Is(err, branches.ErrTooMany),
-		errors.Is(err, branches.ErrFenced), errors.Is(err, branches.ErrCatalogUnavailable), errors.Is(err, branches.ErrDraining),
-		errors.Is(err, branches.ErrNotGone):
-		status = http.StatusServiceUnavailable
-	}
+	status := statusOf(err)
 	if status == http.StatusInternalServerError {
 		a.log.Error("admin request failed", zap.Error(err))
 	}
-	noteError(w, err.Error())
+	noteError(w, status, err.Error())
 	writeJSON(w, status, Error{Error: err.Error()})
+}
+
+// statusOf is the HTTP status of a failed request's error.
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, branches.ErrNotFound), errors.Is(err, catalog.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, branches.ErrExists), errors.Is(err, catalog.ErrExists), errors.Is(err, branches.ErrBusy), errors.Is(err, branches.ErrLost):
+		return http.StatusConflict
+	case errors.Is(err, branches.ErrInvalid):
+		return http.StatusBadRequest
+	case errors.Is(err, branches.ErrClosed), errors.Is(err, branches.ErrNotReady), errors.Is(err, branches.ErrDiskFull), errors.Is(err, branches.ErrTooMany),
+		errors.Is(err, branches.ErrFenced), errors.Is(err, branches.ErrCatalogUnavailable), errors.Is(err, branches.ErrDraining),
+		errors.Is(err, branches.ErrNotGone):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -208,8 +208,28 @@ func TestSourceAddStreamsProgress(t *testing.T) {
 			t.Fatalf("lines %+v", lines)
 		}
 		last := lines[2]
-		if fail && (last.Error == "" || last.Source != nil) || !fail && (last.Source == nil || last.Source.Name != "app") {
+		if fail && (last.Error == "" || last.Source != nil || last.Status != 500) || !fail && (last.Source == nil || last.Source.Name != "app") {
 			t.Errorf("fail=%v: last line %+v", fail, last)
+		}
+	}
+}
+
+// A build refused before its first progress line is answered with its status, as
+// any request is: the CLI's exit code tells a missing or existing source.
+func TestSourceBuildRefusedEarly(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{fmt.Errorf("source %q: %w", "nosuch", branches.ErrNotFound), http.StatusNotFound},
+		{fmt.Errorf("source %q: %w", "app", branches.ErrExists), http.StatusConflict},
+	} {
+		h := local(t, &fakeManager{err: tc.err}, nil)
+		rec := do(t, h, http.MethodPost, "/v1/sources/nosuch/refresh", "")
+		var e admin.Error
+		if rec.Code != tc.want || json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Error != tc.err.Error() {
+			t.Errorf("refresh failing with %v: %d %q, want %d and the error", tc.err, rec.Code, rec.Body.String(), tc.want)
 		}
 	}
 }

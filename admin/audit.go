@@ -25,9 +25,10 @@ type AuditEntry struct {
 // audit log.
 type recorder struct {
 	http.ResponseWriter
-	status  int
-	err     string
-	byFront bool // a front answered itself (FrontError): no node saw the request
+	status    int
+	err       string
+	errStatus int  // the status err stands for, when the answer's is 200 (streamed)
+	byFront   bool // a front answered itself (FrontError): no node saw the request
 }
 
 func (r *recorder) WriteHeader(status int) {
@@ -54,13 +55,14 @@ func (r *recorder) Flush() {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// noteError records msg as the result of the request that w answers, for an
-// answer whose status does not tell (a streamed one) or whose body does.
-func noteError(w http.ResponseWriter, msg string) {
+// noteError records msg, an error of status, as the result of the request that w
+// answers, for an answer whose status does not tell (a streamed one) or whose body
+// does.
+func noteError(w http.ResponseWriter, status int, msg string) {
 	for {
 		switch x := w.(type) {
 		case *recorder:
-			x.err = msg
+			x.err, x.errStatus = msg, status
 			return
 		case interface{ Unwrap() http.ResponseWriter }:
 			w = x.Unwrap()
@@ -75,6 +77,9 @@ func (r *recorder) result() string {
 	status := r.status
 	if status == 0 {
 		status = http.StatusOK
+	}
+	if r.err != "" && status < 400 && r.errStatus != 0 {
+		status = r.errStatus
 	}
 	if status < 400 && r.err == "" {
 		return "ok"

@@ -39,7 +39,7 @@ func TestAuditLog(t *testing.T) {
 		`github branch.reset app/main 403 token "github" (role ci, prefix "pr-") may not branch.reset branch main`,
 		`github GET /v1/tokens  403 token "github" (role ci, prefix "pr-") may not GET /v1/tokens`,
 		"bootstrap branch.destroy pr-1 500 mount failed",
-		"bootstrap source.add shop 200 mount failed",
+		"bootstrap source.add shop 500 mount failed",
 		"local token.remove github ok",
 	}
 	var lines []string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5/pgconn"
 	"os"
 	"path/filepath"
 	"slices"
@@ -75,6 +76,9 @@ func (m *Manager) AddSource(ctx context.Context, req SourceRequest, progress fun
 		req.SQLFile, spec = abs, abs
 	case seed.KindURL:
 		spec = req.URL
+		if req.Mask != "" && req.Database == "" {
+			req.Database = urlDatabase(req.URL) // the mask runs in the database the URL names
+		}
 	case seed.KindDataDir:
 		spec = req.DataDir
 	case KindBranch:
@@ -162,6 +166,17 @@ func (m *Manager) RefreshSource(ctx context.Context, name string, progress func(
 	}
 	if err := req.BuildOptions.decode(st.src.Options); err != nil {
 		return SourceInfo{}, err
+	}
+	// What the refresh reads must still be there, before a new cluster is made.
+	switch st.src.Kind {
+	case seed.KindDump:
+		if err := req.checkDump(); err != nil {
+			return SourceInfo{}, err
+		}
+	case seed.KindSQL:
+		if _, err := os.Stat(req.SQLFile); err != nil {
+			return SourceInfo{}, fmt.Errorf("%w: SQL file: %v", ErrInvalid, err)
+		}
 	}
 	sd, err := m.buildSeed(ctx, st.src, req, progress)
 	if err != nil {
@@ -472,4 +487,13 @@ func (m *Manager) seedByID(id int64) (catalog.Seed, error) {
 		}
 	}
 	return catalog.Seed{}, fmt.Errorf("seed %d: %w", id, errNoSeed)
+}
+
+// urlDatabase is the database a connection URL or key=value string names, or "".
+func urlDatabase(conn string) string {
+	cfg, err := pgconn.ParseConfig(conn)
+	if err != nil {
+		return ""
+	}
+	return cfg.Database
 }

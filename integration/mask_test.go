@@ -90,4 +90,19 @@ func TestMask(t *testing.T) {
 	}
 	c.Close(t.Context())
 	s.mustCLI("branch", "destroy", "m1")
+
+	// A mask that fails on a row: the error says where, and quotes no row (a
+	// DETAIL would: "Failing row contains (3, null, ...)") into the CLI's output,
+	// the audit log or the server's log.
+	os.WriteFile(maskFile, []byte("SELECT 1;\nUPDATE customers SET email = NULL WHERE email = '"+planted+"';"), 0o644)
+	out, errOut, code := s.cliCode("source", "add", "badmask", "--from-sql", sqlFile, "--database", "crm", "--mask", maskFile)
+	if code != 1 || !strings.Contains(errOut, "line 2") || !strings.Contains(errOut, "not-null") {
+		t.Errorf("failed mask: exit %d, want 1 and the line and error:\n%s%s", code, out, errOut)
+	}
+	audit := s.mustCLI("audit", "ls")
+	for where, text := range map[string]string{"the CLI": out + errOut, "the audit log": audit, "the server's log": s.logs()} {
+		if strings.Contains(text, planted) || strings.Contains(text, "Failing row") {
+			t.Errorf("%s quotes a row of the failed mask:\n%s", where, text)
+		}
+	}
 }

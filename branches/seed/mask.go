@@ -27,8 +27,12 @@ func (b *Builder) mask(ctx context.Context, srv *server, version, superuser stri
 	progress("masking: running the mask SQL in " + req.Database)
 	req.Version = version
 	if err := b.run(ctx, req, runtime.Job{Prog: "psql", Stdin: strings.NewReader(req.Mask), Paths: []string{srv.sockDir}}, func(string) {},
-		"-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", srv.sockDir, "-U", superuser, "-d", req.Database, "-f", "-"); err != nil {
-		return fmt.Errorf("mask SQL: %w", err)
+		// Terse: an error's DETAIL and CONTEXT quote rows ("Key (email)=(...)",
+		// "Failing row contains ..."), original values that must not reach the
+		// audit log or the server's.
+		"-X", "-q", "-v", "ON_ERROR_STOP=1", "-v", "VERBOSITY=terse", "-v", "SHOW_CONTEXT=never",
+		"-h", srv.sockDir, "-U", superuser, "-d", req.Database, "-f", "-"); err != nil {
+		return fmt.Errorf("mask SQL: %s", strings.ReplaceAll(err.Error(), "psql:<stdin>:", "line "))
 	}
 	dbs, err := srv.databases(ctx, superuser)
 	if err != nil {

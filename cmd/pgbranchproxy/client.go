@@ -113,6 +113,8 @@ func (c *client) stream(ctx context.Context, path string, body any, progress fun
 			return nil, err
 		}
 		switch {
+		case p.Error != "" && p.Status != 0:
+			return nil, &apiError{status: p.Status, msg: p.Error}
 		case p.Error != "":
 			return nil, errors.New(p.Error)
 		case p.Source != nil:

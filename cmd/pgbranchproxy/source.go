@@ -15,6 +15,7 @@ import (
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/seed"
+	"github.com/pgbranchproxy/pgbranchproxy/router"
 	"github.com/spf13/cobra"
 )
 
@@ -43,6 +44,12 @@ func newSourceAdd(g *globalFlags) *cobra.Command {
 			}
 			if n != 1 {
 				return usageErrorf("give exactly one of --from-sql, --from-url, --from-datadir, --from-branch, --from-dump or --empty")
+			}
+			if !router.ValidSourceName(req.Name) {
+				return usageErrorf("source name %q: %s", req.Name, router.SourceNameHint())
+			}
+			if err := checkBuildFlags(cmd, req); err != nil {
+				return err
 			}
 			if err := readMask(maskFile, &req); err != nil {
 				return err

@@ -17,6 +17,22 @@ func addBuildFlags(cmd *cobra.Command, req *branches.SourceRequest, maskFile *st
 	cmd.Flags().StringVar(maskFile, "mask", "", "run this SQL file in --database after loading and before settling; kept with the source and run again on refresh")
 }
 
+// checkBuildFlags refuses restore options given without --from-dump, which
+// nothing else would read, and a negative --jobs.
+func checkBuildFlags(cmd *cobra.Command, req branches.SourceRequest) error {
+	if req.DumpPath == "" {
+		for _, f := range []string{"keep-owners", "jobs"} {
+			if cmd.Flags().Changed(f) {
+				return usageErrorf("--%s goes with --from-dump", f)
+			}
+		}
+	}
+	if req.Jobs < 0 {
+		return usageErrorf("--jobs %d: want 0 (one per CPU) or more", req.Jobs)
+	}
+	return nil
+}
+
 // readMask puts the masking SQL file's content into req: the server keeps the SQL
 // itself, so a refresh masks the same way even if the file changes or goes.
 func readMask(path string, req *branches.SourceRequest) error {

@@ -1,0 +1,17 @@
+package branches
+
+import "testing"
+
+func TestURLDatabase(t *testing.T) {
+	t.Setenv("PGDATABASE", "")
+	for conn, want := range map[string]string{
+		"postgres://repl@db.internal:5432/shop?sslmode=disable": "shop",
+		"host=db.internal user=repl dbname=crm":                 "crm",
+		"postgres://repl@db.internal":                           "",
+		"::not a url":                                           "",
+	} {
+		if got := urlDatabase(conn); got != want {
+			t.Errorf("urlDatabase(%q) = %q, want %q", conn, got, want)
+		}
+	}
+}
