@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -166,6 +167,9 @@ func (a *API) guard(rt Route, who func(r *http.Request) (Caller, int, string)) h
 			audit = !allowed || rec.byFront && mutates(r.Method)
 		}
 		if audit {
+			if f, _ := strconv.ParseBool(r.URL.Query().Get("force")); f {
+				action += " --force" // it ended the branch's sessions
+			}
 			a.audit(r, c, action, t.Name, rec)
 		}
 	})

@@ -24,6 +24,9 @@ type Lease struct {
 	Branch  string
 	Created bool // this acquisition created the branch
 	use     leaseUse
+	// internal: the engine's own work holds the lease (acquireExisting), which
+	// reset, stop and destroy with Force wait for rather than end.
+	internal bool
 }
 
 // Dial connects to the branch server's unix socket.
@@ -53,6 +56,9 @@ func (l *Lease) Release() {
 	l.once.Do(func() {
 		l.m.mu.Lock()
 		l.b.sessions--
+		if l.internal {
+			l.b.internal--
+		}
 		l.use.release(l.b, l.m.now())
 		l.m.signalRoomLocked()
 		kick := l.b.sessions == 0 && (l.b.rec.Ephemeral || l.b.overQuota)
@@ -178,7 +184,10 @@ func (m *Manager) acquire(ctx context.Context, route router.Route, existing bool
 			b.sessions++
 			b.peak = max(b.peak, b.sessions)
 			b.hadSession = true
-			l := &Lease{m: m, b: b, socket: b.inst.SocketPath(), Source: source, Branch: route.Branch, Created: created}
+			l := &Lease{m: m, b: b, socket: b.inst.SocketPath(), Source: source, Branch: route.Branch, Created: created, internal: existing}
+			if existing {
+				b.internal++
+			}
 			l.use.prev, l.use.at, l.use.inst = b.rec.LastUsedAt, m.now(), b.inst
 			b.rec.LastUsedAt = l.use.at
 			m.running.Get(k)

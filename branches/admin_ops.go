@@ -133,6 +133,11 @@ func (m *Manager) adminOp(ctx context.Context, source, name, what string, o OpOp
 			return fmt.Errorf("branch %q: %w; only destroying it is possible", name, ErrLost)
 		}
 		if o.Force {
+			if b.internal > 0 {
+				// A fork, diff or snapshot reads the branch's files: it is not
+				// ended, and the operation waits for nothing.
+				return fmt.Errorf("branch %q: %w: the server's own work on it (a fork, a diff) is in progress; try again when it ends", name, ErrBusy)
+			}
 			return nil
 		}
 		return noSessions(b)

@@ -17,6 +17,9 @@ var (
 	ErrNotReady = errors.New("branch is still starting")
 	// ErrBusy: the operation needs the branch to have no sessions.
 	ErrBusy = errors.New("branch has open sessions")
+	// ErrEnded: the branch's server was stopped, or the branch destroyed, under
+	// the session by an administrator (reset, stop or destroy with Force).
+	ErrEnded = errors.New("the branch was stopped or destroyed by an administrator")
 	// ErrNotGone: an ephemeral branch of the name, whose last session ended, could
 	// not be destroyed yet, so no new branch of the name can start.
 	ErrNotGone = errors.New("an ephemeral branch of this name could not be destroyed yet")

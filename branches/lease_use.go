@@ -60,7 +60,7 @@ func (m *Manager) revive(ctx context.Context, b *branch, inst runtime.Instance) 
 		case m.branches[key{b.rec.Source, b.rec.Name}] != b:
 			// Destroyed under its sessions (Destroy with Force): nothing to wake.
 			m.mu.Unlock()
-			return "", fmt.Errorf("branch %q: %w", b.rec.Name, ErrNotFound)
+			return "", fmt.Errorf("branch %q: %w", b.rec.Name, ErrEnded)
 		case b.op != nil:
 			o = b.op
 		case b.fenced: // stopped because the catalog no longer vouches for it (fence.go)
@@ -78,6 +78,12 @@ func (m *Manager) revive(ctx context.Context, b *branch, inst runtime.Instance) 
 		m.mu.Unlock()
 		if err := wait(ctx, o); err != nil {
 			return "", err
+		}
+		if o.what == "stop" {
+			// Stopped under the lease (Stop with Force, as no other stop starts
+			// while a branch has sessions): the session ends, the branch stays
+			// stopped.
+			return "", fmt.Errorf("branch %q: %w", b.rec.Name, ErrEnded)
 		}
 	}
 }

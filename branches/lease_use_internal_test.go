@@ -83,8 +83,8 @@ func TestLeaseDialBranchDestroyed(t *testing.T) {
 		c.Close()
 		t.Fatal("dialed a socket that does not exist")
 	}
-	if !errors.Is(err, ErrNotFound) {
-		t.Fatalf("dial: %v, want ErrNotFound", err)
+	if !errors.Is(err, ErrEnded) {
+		t.Fatalf("dial: %v, want ErrEnded", err)
 	}
 	if b.op != nil {
 		t.Errorf("an operation (%s) was started on the destroyed branch", b.op.what)
@@ -146,5 +146,48 @@ func TestMadeEphemeralRecordFails(t *testing.T) {
 	m.mu.Unlock()
 	if eph {
 		t.Error("the branch is ephemeral in memory after the failed change")
+	}
+}
+
+// A session whose server an administrator stopped under it (Stop with Force) while
+// it dialed ends with ErrEnded: it does not wake the branch again.
+func TestLeaseDialBranchStopped(t *testing.T) {
+	t.Parallel()
+	m := &Manager{branches: map[key]*branch{}}
+	b := &branch{}
+	b.rec.Source, b.rec.Name = "s", "stopped"
+	m.branches[key{"s", "stopped"}] = b
+	stop := &op{what: "stop", done: make(chan struct{})}
+	close(stop.done)
+	b.op = stop
+	l := &Lease{m: m, b: b, socket: filepath.Join(t.TempDir(), ".s.PGSQL.5432")}
+	l.use.inst = exitedInstance{}
+	if c, err := l.Dial(context.Background()); !errors.Is(err, ErrEnded) {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("dial: %v, want ErrEnded", err)
+	}
+	if b.op != stop {
+		t.Errorf("an operation (%s) was started on the stopped branch", b.op.what)
+	}
+}
+
+// Force ends client sessions, never the engine's own work on the branch.
+func TestForceWaitsForInternalLeases(t *testing.T) {
+	t.Parallel()
+	m := newUnitManager(t, "")
+	b := addStopped(t, m, "b", time.Now().UTC())
+	b.sessions, b.internal = 2, 1
+	force := OpOptions{Force: true}
+	if err := m.Stop(context.Background(), "s", "b", force); !errors.Is(err, ErrBusy) {
+		t.Fatalf("forced stop during a fork of the branch: %v, want ErrBusy", err)
+	}
+	if err := m.Stop(context.Background(), "s", "b", OpOptions{}); !errors.Is(err, ErrBusy) {
+		t.Fatalf("stop with sessions: %v, want ErrBusy", err)
+	}
+	b.sessions, b.internal = 1, 0
+	if err := m.Stop(context.Background(), "s", "b", force); err != nil {
+		t.Fatalf("forced stop with a client session: %v", err)
 	}
 }

@@ -533,6 +533,10 @@ func (m *Manager) resetBranch(ctx context.Context, b *branch, reason string) err
 	}); err != nil {
 		return err
 	}
+	// Empty again: new sessions need not wait for the reaper's next measure.
+	m.mu.Lock()
+	b.overQuota, b.measuredAt = false, m.now()
+	m.mu.Unlock()
 	if wasRunning {
 		return m.startServer(ctx, b)
 	}

@@ -138,6 +138,7 @@ type branch struct {
 	inst     runtime.Instance
 	sessions int
 	peak     int // the most sessions it had at once
+	internal int // of sessions, the engine's own (a fork's, a diff's): Force does not end them
 	op       *op
 	ops      uint64 // operations started on the branch, to tell a stale measurement
 

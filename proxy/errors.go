@@ -128,6 +128,9 @@ func classify(err error) clientError {
 			hint: "try again in a moment; the server's log says what kept it"}
 	case errors.Is(err, branches.ErrNotReady):
 		return clientError{code: codeCannotConnectNow, message: "the branch is still starting up", hint: "try again in a moment"}
+	case errors.Is(err, branches.ErrEnded):
+		return clientError{code: codeAdminShutdown, message: "the branch was stopped or destroyed by an administrator",
+			hint: "connect again: a stopped branch wakes, a destroyed one is created anew"}
 	case errors.Is(err, branches.ErrNotFound):
 		return clientError{code: codeInvalidDatabase, message: "no such source or branch"}
 	case errors.Is(err, branches.ErrClosed):

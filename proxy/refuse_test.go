@@ -46,6 +46,7 @@ func TestLoginErrors(t *testing.T) {
 		{name: "not found", extra: "dbname=app@feat", acquireErr: fmt.Errorf("source: %w", branches.ErrNotFound),
 			wantCode: "3D000", wantAcquire: true},
 		{name: "closed", extra: "dbname=app@feat", acquireErr: branches.ErrClosed, wantCode: "57P01", wantAcquire: true},
+		{name: "ended", extra: "dbname=app@feat", acquireErr: fmt.Errorf("branch %q: %w", "feat", branches.ErrEnded), wantCode: "57P01", wantHint: true, wantAcquire: true},
 		{name: "busy", extra: "dbname=app@feat", acquireErr: branches.ErrBusy, wantCode: "55006", wantAcquire: true},
 		{name: "invalid", extra: "dbname=app@feat", acquireErr: branches.ErrInvalid, wantCode: "22023", wantAcquire: true},
 		{name: "internal", extra: "dbname=app@feat", acquireErr: errors.New("mount failed at /secret/path"),
