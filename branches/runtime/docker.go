@@ -132,6 +132,7 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Instance, error) {
 		Labels:       labels,
 		AttachStdout: true,
 		AttachStderr: true,
+		StopSignal:   "SIGINT", // docker stop: a fast shutdown, not a smart one that waits for clients
 	}
 	host := &container.HostConfig{
 		NetworkMode: "none",

@@ -8,6 +8,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -145,7 +146,9 @@ func (d *Docker) preload(ctx context.Context, image, version string, env []strin
 
 // StopStrays stops and removes every container labelled with this runtime's
 // instance: servers and jobs a previous run of the state directory left behind.
-// Servers get a fast shutdown first, so their data directories are consistent.
+// Servers get a fast shutdown first (SIGINT, sent as a kill: an Engine older than
+// API 1.42 ignores a stop's signal and would send SIGTERM, a smart shutdown that
+// waits for clients), all at once, and SIGKILL after timeout.
 func (d *Docker) StopStrays(ctx context.Context, timeout time.Duration) (int, error) {
 	list, err := d.cli.ContainerList(ctx, container.ListOptions{
 		All: true, Filters: filters.NewArgs(filters.Arg("label", LabelInstance+"="+d.cfg.Instance)),
@@ -153,16 +156,37 @@ func (d *Docker) StopStrays(ctx context.Context, timeout time.Duration) (int, er
 	if err != nil {
 		return 0, fmt.Errorf("list containers: %w", err)
 	}
+	var wg sync.WaitGroup
 	for _, c := range list {
 		d.log.Warn("removing container left by a previous run", zap.String("container", shortID(c.ID)),
 			zap.String("name", c.Labels[LabelName]), zap.String("state", c.State))
-		if c.State == "running" {
-			secs := int(timeout.Seconds())
-			if err := d.cli.ContainerStop(ctx, c.ID, container.StopOptions{Signal: "SIGINT", Timeout: &secs}); err != nil {
-				d.log.Warn("stop container", zap.String("container", shortID(c.ID)), zap.Error(err))
+		wg.Go(func() {
+			if c.State == "running" {
+				d.stopStray(ctx, c.ID, timeout)
 			}
-		}
-		d.remove(c.ID)
+			d.remove(c.ID)
+		})
 	}
+	wg.Wait()
 	return len(list), nil
+}
+
+// stopStray shuts a left-behind container's server down fast, or kills it after
+// timeout.
+func (d *Docker) stopStray(ctx context.Context, id string, timeout time.Duration) {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	waitC, errC := d.cli.ContainerWait(wctx, id, container.WaitConditionNotRunning)
+	if err := d.cli.ContainerKill(ctx, id, "SIGINT"); err != nil {
+		d.log.Warn("stop container", zap.String("container", shortID(id)), zap.Error(err))
+		return
+	}
+	select {
+	case <-waitC:
+		return
+	case <-errC:
+	}
+	if err := d.cli.ContainerKill(ctx, id, "SIGKILL"); err != nil {
+		d.log.Warn("kill container", zap.String("container", shortID(id)), zap.Error(err))
+	}
 }
