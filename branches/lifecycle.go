@@ -271,6 +271,26 @@ func layersPresent(layers []string) error {
 	return nil
 }
 
+// startFailed records that the start of b's server failed with cause: the branch
+// is stopped (its next session tries again), unmounted, and branch ls says why,
+// rather than starting for ever. A server that did start is the exit watcher's.
+func (m *Manager) startFailed(ctx context.Context, b *branch, l layout, cause error) {
+	m.mu.Lock()
+	started := b.inst != nil
+	m.mu.Unlock()
+	if started {
+		return
+	}
+	if err := overlay.Unmount(l.data); err != nil {
+		m.log.Warn("unmount after a failed start", zap.String("branch", b.rec.Name), zap.Error(err))
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), catalogWriteTimeout)
+	defer cancel()
+	if err := m.save(ctx, b, "start failed", func(r *catalog.Branch) { r.State, r.Error = catalog.Stopped, cause.Error() }); err != nil {
+		m.log.Warn("record a failed start", zap.String("branch", b.rec.Name), zap.Error(err))
+	}
+}
+
 // startServer mounts the branch if needed and starts its Postgres.
 func (m *Manager) startServer(ctx context.Context, b *branch) error {
 	return m.startServerWith(ctx, b, serverReady{})
@@ -295,12 +315,17 @@ func (m *Manager) startServerWith(ctx context.Context, b *branch, ready serverRe
 	if err != nil {
 		return err
 	}
+	l := m.layoutOf(rec.ID)
 	if rec.State != catalog.Creating {
 		if err := m.save(ctx, b, "start", func(r *catalog.Branch) { r.State = catalog.Starting }); err != nil {
 			return err
 		}
+		defer func() {
+			if err != nil {
+				m.startFailed(ctx, b, l, err)
+			}
+		}()
 	}
-	l := m.layoutOf(rec.ID)
 	u := m.cfg.User
 	if mounted, err := overlay.IsMounted(l.data); err != nil {
 		return err

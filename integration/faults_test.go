@@ -80,6 +80,19 @@ func liveFaults() []faultCase {
 		{name: "pg_ctl fails", rule: "pg_ctl@e-pgctl=1*error",
 			act:   use("e-pgctl"),
 			after: func(t *testing.T, s *server) { mustRead(t, s, "e-pgctl", "seed") }},
+		// A wake that fails leaves the branch stopped, saying why, not starting.
+		{name: "pg_ctl fails at wake", rule: "pg_ctl@e-wake=1>1*error",
+			setup: func(t *testing.T, s *server) { mustWrite(t, s, "e-wake", "w"); s.mustCLI("branch", "stop", "e-wake") },
+			act:   use("e-wake"),
+			after: func(t *testing.T, s *server) {
+				if b := s.branches()["e-wake"]; b.State != "stopped" || b.Error == "" {
+					t.Errorf("after a failed wake: state %q, error %q; want stopped, saying why", b.State, b.Error)
+				}
+				mustRead(t, s, "e-wake", "w")
+				if b := s.branches()["e-wake"]; b.State != "running" || b.Error != "" {
+					t.Errorf("after the next wake: state %q, error %q", b.State, b.Error)
+				}
+			}},
 		{name: "unmount fails", rule: "unmount@e-unmount=1*error",
 			setup: func(t *testing.T, s *server) { mustWrite(t, s, "e-unmount", "u") },
 			act: func(t *testing.T, s *server) {
@@ -247,7 +260,7 @@ func TestFaultMatrix(t *testing.T) {
 	// Nothing lost, nothing duplicated: every branch the cases made, except the two
 	// they destroyed, and the bystander's.
 	want := []string{"keep", "k-create", "k-wake", "k-stop", "k-reset", "k-forkp", "k-forkc", "k-roles",
-		"e-mount", "e-pgctl", "e-unmount", "e-usage",
+		"e-mount", "e-pgctl", "e-unmount", "e-usage", "e-wake",
 		"c-create", "c-run", "c-wake", "c-stop", "c-reset", "c-forkp", "c-forkc", "c-roles"}
 	var got []string
 	for _, b := range branchList(t, s) {
