@@ -20,6 +20,9 @@ var (
 	// ErrEnded: the branch's server was stopped, or the branch destroyed, under
 	// the session by an administrator (reset, stop or destroy with Force).
 	ErrEnded = errors.New("the branch was stopped or destroyed by an administrator")
+	// ErrStartFailed: the branch's server did not start (its runtime refused it:
+	// a missing image, limits it cannot run with; or Postgres exited at start).
+	ErrStartFailed = errors.New("the branch's server did not start")
 	// ErrNotGone: an ephemeral branch of the name, whose last session ended, could
 	// not be destroyed yet, so no new branch of the name can start.
 	ErrNotGone = errors.New("an ephemeral branch of this name could not be destroyed yet")

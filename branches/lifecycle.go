@@ -402,7 +402,7 @@ func (m *Manager) startServerWith(ctx context.Context, b *branch, ready serverRe
 	}
 	inst, err := m.cfg.Runtime.Start(ctx, spec)
 	if err != nil {
-		return fmt.Errorf("start branch %q: %w", rec.Name, err)
+		return fmt.Errorf("start branch %q: %w: %w", rec.Name, ErrStartFailed, err)
 	}
 	mode := CowEager
 	if _, err := os.Stat(probe); err == nil {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	goruntime "runtime"
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
@@ -96,8 +97,8 @@ func (m *Manager) SetLimits(ctx context.Context, source, name string, l ServerLi
 	if err != nil {
 		return err
 	}
-	if (l.MemoryBytes != nil && *l.MemoryBytes < 0) || (l.CPUs != nil && *l.CPUs < 0) || (l.PIDs != nil && *l.PIDs < 0) {
-		return fmt.Errorf("%w: negative memory, cpus or pids", ErrInvalid)
+	if err := checkLimits(deref(l.MemoryBytes), deref(l.CPUs), deref(l.PIDs)); err != nil {
+		return err
 	}
 	m.mu.Lock()
 	b := m.branches[key{source, name}]
@@ -117,7 +118,10 @@ func (m *Manager) SetLimits(ctx context.Context, source, name string, l ServerLi
 // addSourceServer checks a new source's image and records its server settings; on
 // error the source is removed again.
 func (m *Manager) addSourceServer(ctx context.Context, source string, s catalog.ServerSettings) error {
-	err := m.checkImage(ctx, s.Image)
+	err := checkLimits(s.MemoryBytes, s.CPUs, s.PIDs)
+	if err == nil {
+		err = m.checkImage(ctx, s.Image)
+	}
 	if err == nil {
 		err = m.cat.SetServerSettings(ctx, source, "", time.Time{}, s)
 	}
@@ -127,4 +131,30 @@ func (m *Manager) addSourceServer(ctx context.Context, source string, s catalog.
 		}
 	}
 	return err
+}
+
+// minMemory is the least memory limit a container runtime takes (Docker's).
+const minMemory = 6 << 20
+
+// checkLimits refuses server limits no server could start with, before they are
+// recorded: a start would fail with them only at the next session. Zero is
+// "not set".
+func checkLimits(memory int64, cpus float64, pids int64) error {
+	switch {
+	case memory < 0 || cpus < 0 || pids < 0:
+		return fmt.Errorf("%w: negative memory, cpus or pids", ErrInvalid)
+	case memory > 0 && memory < minMemory:
+		return fmt.Errorf("%w: memory limit of %d bytes: at least 6MB", ErrInvalid, memory)
+	case cpus > float64(goruntime.NumCPU()):
+		return fmt.Errorf("%w: %g cpus: this host has %d", ErrInvalid, cpus, goruntime.NumCPU())
+	}
+	return nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }

@@ -25,6 +25,7 @@ const (
 	codeInvalidParameter  = "22023"
 	codeObjectInUse       = "55006"
 	codeInternal          = "XX000"
+	codeSystemError       = "58000" // system_error: outside Postgres (the branch's runtime)
 	codeInvalidAuthSpec   = "28000"
 )
 
@@ -146,6 +147,12 @@ func classify(err error) clientError {
 		// Last: a cause the engine named (above) says more than the clock running out.
 		return clientError{code: codeCannotConnectNow, message: "timed out preparing the branch",
 			hint: "try again; the server's --startup-timeout bounds how long a connection waits for its branch"}
+	case errors.Is(err, branches.ErrStartFailed):
+		// Not the client's to mend, and rarely mended by trying again: an
+		// administrator reads why in branch ls or the log.
+		id := newErrorID()
+		return clientError{code: codeSystemError, message: "the branch's server did not start",
+			detail: "error id " + id, hint: "pgbranchproxy branch ls shows why; the proxy's log has this error id", id: id}
 	case errors.Is(err, errDialServer), errors.Is(err, errServerClosed):
 		// The engine said the branch's server runs, and it could not be reached or
 		// hung up before the session started, even after a second try (see

@@ -46,6 +46,8 @@ func TestLoginErrors(t *testing.T) {
 		{name: "not found", extra: "dbname=app@feat", acquireErr: fmt.Errorf("source: %w", branches.ErrNotFound),
 			wantCode: "3D000", wantAcquire: true},
 		{name: "closed", extra: "dbname=app@feat", acquireErr: branches.ErrClosed, wantCode: "57P01", wantAcquire: true},
+		{name: "start failed", extra: "dbname=app@feat", acquireErr: fmt.Errorf("start branch %q: %w: %w", "feat", branches.ErrStartFailed, errors.New("mount failed at /secret/x")),
+			wantCode: "58000", wantHint: true, wantAcquire: true},
 		{name: "ended", extra: "dbname=app@feat", acquireErr: fmt.Errorf("branch %q: %w", "feat", branches.ErrEnded), wantCode: "57P01", wantHint: true, wantAcquire: true},
 		{name: "busy", extra: "dbname=app@feat", acquireErr: branches.ErrBusy, wantCode: "55006", wantAcquire: true},
 		{name: "invalid", extra: "dbname=app@feat", acquireErr: branches.ErrInvalid, wantCode: "22023", wantAcquire: true},
@@ -76,7 +78,7 @@ func TestLoginErrors(t *testing.T) {
 					t.Errorf("internal error leaked to the client: %q", s)
 				}
 			}
-			if tt.wantCode == "XX000" {
+			if tt.wantCode == "XX000" || tt.wantCode == "58000" {
 				checkErrorID(t, p, pe.Detail)
 			} else if pe.Detail != "" {
 				t.Errorf("detail %q, want none", pe.Detail)

@@ -37,9 +37,9 @@ func addRuntimeFlags(fl *pflag.FlagSet, f *runtimeFlags) {
 
 // addLimitFlags adds --branch-memory, --branch-cpus and --branch-pids.
 func addLimitFlags(fl *pflag.FlagSet, l *runtime.Limits) {
-	fl.Var(sizeFlag{&l.MemoryBytes}, "branch-memory", "--runtime docker: memory of each branch server (e.g. 512MB); the kernel kills a server that needs more (0: no limit)")
-	fl.Float64Var(&l.CPUs, "branch-cpus", 0, "--runtime docker: CPUs of each branch server (e.g. 0.5; 0: no limit)")
-	fl.Int64Var(&l.PIDs, "branch-pids", 0, "--runtime docker: processes of each branch server (0: no limit)")
+	fl.Var(sizeFlag{&l.MemoryBytes}, "branch-memory", "--runtime docker: memory of each branch server (e.g. 512MB); the kernel kills a server that needs more (0: not set here: a branch takes its source's, a source serve's; none when none is set)")
+	fl.Float64Var(&l.CPUs, "branch-cpus", 0, "--runtime docker: CPUs of each branch server (e.g. 0.5; 0: not set here, as for --branch-memory)")
+	fl.Int64Var(&l.PIDs, "branch-pids", 0, "--runtime docker: processes of each branch server (0: not set here, as for --branch-memory)")
 }
 
 // newRuntime returns the runtime f asks for.
