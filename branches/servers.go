@@ -21,6 +21,7 @@ const (
 // imageChecker is implemented by runtimes that run servers from images.
 type imageChecker interface {
 	CheckImage(ctx context.Context, image string) error
+	DefaultImage() string
 }
 
 // strayStopper is implemented by runtimes that can find the servers a previous run
@@ -121,6 +122,11 @@ func (m *Manager) addSourceServer(ctx context.Context, source string, s catalog.
 	err := checkLimits(s.MemoryBytes, s.CPUs, s.PIDs)
 	if err == nil {
 		err = m.checkImage(ctx, s.Image)
+	}
+	if c, ok := m.cfg.Runtime.(imageChecker); ok && s.Image == "" {
+		// The image the seed is built with is the source's for good: a later
+		// serve --image (another major) must not open its seed.
+		s.Image = c.DefaultImage()
 	}
 	if err == nil {
 		err = m.cat.SetServerSettings(ctx, source, "", time.Time{}, s)

@@ -84,6 +84,7 @@ func NewDocker(ctx context.Context, cfg DockerConfig, log *zap.Logger) (*Docker,
 func (d *Docker) User() OSUser { return d.cfg.User }
 
 // CheckImage returns an error that says what to do when image is not on the Engine.
+// "" is the runtime's default image (Config.Image).
 func (d *Docker) CheckImage(ctx context.Context, image string) error {
 	image = cmp.Or(image, d.cfg.Image)
 	if _, err := d.cli.ImageInspect(ctx, image); err != nil {
@@ -332,3 +333,6 @@ func (c *ctr) kill(sig string) {
 		c.d.log.Debug("signal container", zap.String("container", shortID(c.id)), zap.String("signal", sig), zap.Error(err))
 	}
 }
+
+// DefaultImage is the image of servers whose spec names none (Config.Image).
+func (d *Docker) DefaultImage() string { return d.cfg.Image }
