@@ -15,6 +15,7 @@ INSERT INTO orders SELECT g, 'customer ' || (g % 100), g * 1.5 FROM generate_ser
 CREATE INDEX orders_customer ON orders (customer);
 CREATE VIEW big_orders AS SELECT * FROM orders WHERE total > 1000;
 ALTER TABLE orders OWNER TO alice;
+ALTER DATABASE shop OWNER TO alice;
 `
 
 // TestFromDump: pg_dump archives in the three formats pg_restore reads become
@@ -51,8 +52,9 @@ func TestFromDump(t *testing.T) {
 			}
 			got, err := s.psql(t, tc.source+"@b1", `SELECT count(*), count(DISTINCT customer), (SELECT count(*) FROM big_orders),
 				(SELECT tableowner FROM pg_tables WHERE tablename = 'orders'),
-				(SELECT count(*) FROM pg_indexes WHERE indexname = 'orders_customer') FROM orders`)
-			if want := "5000|100|4334|" + tc.owner + "|1"; err != nil || got != want {
+				(SELECT count(*) FROM pg_indexes WHERE indexname = 'orders_customer'),
+				(SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = current_database()) FROM orders`)
+			if want := "5000|100|4334|" + tc.owner + "|1|" + tc.owner; err != nil || got != want {
 				t.Fatalf("restored %s: got %q (%v), want %q\n%s", tc.source, got, err, want, s.logs())
 			}
 		})

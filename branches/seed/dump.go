@@ -77,20 +77,24 @@ func (b *Builder) loadDump(ctx context.Context, srv *server, version, superuser 
 	if err != nil {
 		return err
 	}
-	if err := srv.exec(ctx, superuser, "postgres", "CREATE DATABASE "+quoteIdent(req.Database)); err != nil {
-		return fmt.Errorf("create database %q: %w", req.Database, err)
-	}
+	create := "CREATE DATABASE " + quoteIdent(req.Database)
 	args := []string{"-h", srv.sockDir, "-U", superuser, "-d", req.Database, "--verbose", "--exit-on-error", "--no-password"}
 	if req.KeepOwners {
-		owners, err := b.dumpOwners(ctx, req, archive)
+		owners, dbOwner, err := b.dumpOwners(ctx, req, archive)
 		if err != nil {
 			return err
 		}
 		if err := srv.ensureRoles(ctx, superuser, owners); err != nil {
 			return err
 		}
+		if dbOwner != "" {
+			create += " OWNER " + quoteIdent(dbOwner) // the archive's database, as it was owned
+		}
 	} else {
 		args = append(args, "--no-owner", "--no-privileges")
+	}
+	if err := srv.exec(ctx, superuser, "postgres", create); err != nil {
+		return fmt.Errorf("create database %q: %w", req.Database, err)
 	}
 	jobs := req.Jobs
 	if jobs < 1 {
@@ -172,20 +176,23 @@ func readableBy(path string, uid, gid int) bool {
 	return true
 }
 
-// dumpOwners lists the roles that own objects in the archive, from pg_restore -l.
-func (b *Builder) dumpOwners(ctx context.Context, req Request, archive string) ([]string, error) {
+// dumpOwners lists the roles that own objects in the archive, and the owner of the
+// database it was dumped from, from pg_restore -l -C (-C lists the DATABASE entry).
+func (b *Builder) dumpOwners(ctx context.Context, req Request, archive string) ([]string, string, error) {
 	var out, stderr bytes.Buffer
 	err := b.rt.Run(ctx, runtime.Job{Version: req.Version, Image: req.Image, Prog: "pg_restore",
-		Args: []string{"-l", archive}, Stdout: &out, Stderr: &stderr, Paths: []string{archive}})
+		Args: []string{"-l", "-C", archive}, Stdout: &out, Stderr: &stderr, Paths: []string{archive}})
 	if err != nil {
-		return nil, fmt.Errorf("pg_restore -l: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+		return nil, "", fmt.Errorf("pg_restore -l: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
 	}
-	return tocOwners(out.Bytes()), nil
+	owners, dbOwner := tocOwners(out.Bytes())
+	return owners, dbOwner, nil
 }
 
 // tocOwners reads the owner, the last field, of each entry of a pg_restore -l list
-// ("215; 1259 16385 TABLE public accounts alice").
-func tocOwners(list []byte) []string {
+// ("215; 1259 16385 TABLE public accounts alice"), and that of its DATABASE entry
+// ("3375; 1262 16384 DATABASE - shop alice").
+func tocOwners(list []byte) (owners []string, dbOwner string) {
 	seen := map[string]bool{}
 	var out []string
 	sc := bufio.NewScanner(bytes.NewReader(list))
@@ -199,12 +206,18 @@ func tocOwners(list []byte) []string {
 			continue
 		}
 		o := f[len(f)-1]
-		if o != "-" && !seen[o] {
+		if o == "-" {
+			continue
+		}
+		if f[3] == "DATABASE" && f[4] == "-" {
+			dbOwner = o
+		}
+		if !seen[o] {
 			seen[o] = true
 			out = append(out, o)
 		}
 	}
-	return out
+	return out, dbOwner
 }
 
 // ensureRoles creates each named role that does not exist, as NOLOGIN.
