@@ -106,7 +106,11 @@ func (b *Builder) loadDump(ctx context.Context, srv *server, version, superuser 
 	if jobs > 1 {
 		args = append(args, "-j", strconv.Itoa(jobs))
 	}
-	progress(fmt.Sprintf("restoring %s archive %s into %s (%d jobs)", format, filepath.Base(req.DumpPath), req.Database, jobs))
+	unit := "jobs"
+	if jobs == 1 {
+		unit = "job"
+	}
+	progress(fmt.Sprintf("restoring %s archive %s into %s (%d %s)", format, filepath.Base(req.DumpPath), req.Database, jobs, unit))
 	return b.run(ctx, req, runtime.Job{Prog: "pg_restore", Paths: []string{srv.sockDir, archive}}, progress, append(args, archive)...)
 }
 

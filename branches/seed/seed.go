@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/dbdiff"
@@ -195,6 +196,7 @@ func (b *Builder) run(ctx context.Context, req Request, job runtime.Job, progres
 	pr, pw := io.Pipe()
 	job.Stdout, job.Stderr = pw, pw
 	var last []string
+	var firstErr string
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -205,7 +207,14 @@ func (b *Builder) run(ctx context.Context, req Request, job runtime.Job, progres
 			if line == "" {
 				continue
 			}
-			progress(job.Prog + ": " + line)
+			if strings.HasPrefix(line, job.Prog+":") {
+				progress(line) // pg_restore and pg_basebackup name themselves
+			} else {
+				progress(job.Prog + ": " + line)
+			}
+			if firstErr == "" && strings.Contains(line, "error:") {
+				firstErr = line // the cause, which later lines ("a worker died") may push out
+			}
 			last = append(last, line)
 			if len(last) > 5 {
 				last = last[1:]
@@ -217,6 +226,9 @@ func (b *Builder) run(ctx context.Context, req Request, job runtime.Job, progres
 	pw.Close()
 	<-done
 	if err != nil {
+		if firstErr != "" && !slices.Contains(last, firstErr) {
+			last = append([]string{firstErr, "..."}, last...)
+		}
 		return fmt.Errorf("%w: %s", err, strings.Join(last, "; "))
 	}
 	return nil
