@@ -181,6 +181,9 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Instance, error) {
 		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = inst.Stop(stopCtx)
+		if errors.Is(err, ErrExited) && inst.oom {
+			return nil, fmt.Errorf("%w: killed by the kernel at its memory limit of %d bytes: raise it (branch set --branch-memory)", err, spec.Limits.MemoryBytes)
+		}
 		if errors.Is(err, ErrExited) {
 			return nil, fmt.Errorf("%w: %s", err, LogTail(spec.LogFile, 5))
 		}
@@ -236,6 +239,7 @@ type ctr struct {
 	pid    int
 	socket string
 	done   chan struct{}
+	oom    bool // the kernel killed it at its memory limit; set before done closes
 }
 
 func (c *ctr) PID() int              { return c.pid }
@@ -252,6 +256,7 @@ func (c *ctr) wait(waitC <-chan container.WaitResponse, errC <-chan error, logge
 		c.d.log.Warn("wait for container", zap.String("container", shortID(c.id)), zap.Error(err))
 	}
 	if info, err := c.d.cli.ContainerInspect(context.Background(), c.id); err == nil && info.State != nil && info.State.OOMKilled {
+		c.oom = true
 		c.d.log.Warn("container hit its memory limit", zap.String("container", shortID(c.id)),
 			zap.String("name", info.Config.Labels[LabelName]))
 	}
