@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -61,7 +62,11 @@ func (c *client) do(ctx context.Context, method, path string, body any) (*http.R
 			return nil, fmt.Errorf("admin API at %s: %w", c.base, err)
 		}
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
-			return nil, fmt.Errorf("no server is running on %s (start one with: pgbranchproxy serve --state-dir %s)", c.socket, filepath.Dir(c.socket))
+			dir := filepath.Dir(c.socket)
+			if pid := servePID(dir); pid > 0 {
+				return nil, fmt.Errorf("pgbranchproxy serve (pid %d) holds %s but does not answer on %s yet: it is starting (reconciling its branches) or stopping; try again in a moment", pid, dir, c.socket)
+			}
+			return nil, fmt.Errorf("no server is running on %s (start one with: pgbranchproxy serve --state-dir %s)", c.socket, dir)
 		}
 		if errors.Is(err, syscall.EACCES) {
 			return nil, fmt.Errorf("permission denied on %s: run as the user that runs the server", c.socket)
@@ -123,10 +128,10 @@ func (c *client) stream(ctx context.Context, path string, body any, progress fun
 			progress(p.Progress)
 		}
 	}
-	if err := sc.Err(); err != nil {
+	if err := sc.Err(); err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return nil, err
 	}
-	return nil, errors.New("the server closed the connection before the seed was ready")
+	return nil, errors.New("the server closed the connection before the seed was ready (did serve stop? its log says)")
 }
 
 // apiError is a request the server answered with an error status.
@@ -141,4 +146,23 @@ func (e *apiError) Error() string { return e.msg }
 func isStatus(err error, status int) bool {
 	var ae *apiError
 	return errors.As(err, &ae) && ae.status == status
+}
+
+// servePID is the pid of a live pgbranchproxy serve that holds the state
+// directory dir (its serve.lock names it), or 0. It only reads: a lock probe could
+// make a serve that is starting find the directory in use.
+func servePID(dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, "serve.lock"))
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !bytes.Contains(cmdline, []byte("pgbranchproxy")) || !bytes.Contains(cmdline, []byte("serve")) {
+		return 0
+	}
+	return pid
 }
