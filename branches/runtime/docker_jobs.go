@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -32,7 +33,13 @@ func (d *Docker) Run(ctx context.Context, job Job) error {
 	if job.Network {
 		network = "host"
 	}
-	code, err := d.runContainer(ctx, cmp.Or(job.Image, d.cfg.Image), []string{prog}, job.Args, []string{"LANG=C.UTF-8"},
+	env := []string{"LANG=C.UTF-8"}
+	if tz := hostZone(); tz != "" {
+		// initdb takes the host's zone as a seed's default, as on the host, instead
+		// of matching every zone of the image against its own clock (seconds).
+		env = append(env, "TZ="+tz)
+	}
+	code, err := d.runContainer(ctx, cmp.Or(job.Image, d.cfg.Image), []string{prog}, job.Args, env,
 		binds, network, job.Stdin, job.Stdout, cmp.Or[io.Writer](job.Stderr, job.Stdout))
 	if err != nil {
 		return fmt.Errorf("%s: %w", job.Prog, err)
@@ -189,4 +196,20 @@ func (d *Docker) stopStray(ctx context.Context, id string, timeout time.Duration
 	if err := d.cli.ContainerKill(ctx, id, "SIGKILL"); err != nil {
 		d.log.Warn("kill container", zap.String("container", shortID(id)), zap.Error(err))
 	}
+}
+
+// hostZone is this host's time zone name ($TZ, else where /etc/localtime points
+// under a zoneinfo directory), or "".
+func hostZone() string {
+	if tz := os.Getenv("TZ"); tz != "" {
+		return strings.TrimPrefix(tz, ":")
+	}
+	target, err := os.Readlink("/etc/localtime")
+	if err != nil {
+		return ""
+	}
+	if _, zone, ok := strings.Cut(target, "zoneinfo/"); ok {
+		return zone
+	}
+	return ""
 }
