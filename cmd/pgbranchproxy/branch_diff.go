@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
+	"github.com/pgbranchproxy/pgbranchproxy/router"
 	"github.com/spf13/cobra"
 )
 
@@ -27,6 +28,12 @@ func newBranchDiff(g *globalFlags) *cobra.Command {
 		Short: "Show how a branch's schema (and with --data its tables) differs from its seed or another branch; exit 0 same, 1 different, 2 trouble",
 		Args:  cobra.ExactArgs(1),
 		Run: func(cmd *cobra.Command, args []string) {
+			for _, name := range []string{args[0], against} {
+				if name != "" && name != "seed" && !router.ValidBranchName(name) {
+					fmt.Fprintf(os.Stderr, "pgbranchproxy: invalid branch name %q: %s\n", name, router.BranchNameHint)
+					os.Exit(diffTrouble)
+				}
+			}
 			q := url.Values{}
 			for k, v := range map[string]string{"source": source, "against": against} {
 				if v != "" {
