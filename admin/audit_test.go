@@ -28,6 +28,7 @@ func TestAuditLog(t *testing.T) {
 	call(t, h, "sixteen-chars-ok", "POST", "/v1/sources", `{"name":"shop","kind":"empty"}`) // fails mid-stream
 	f.err = nil
 	call(t, a.Local(), "", "POST", "/v1/branches/pr-2/stop?force=true", "")
+	call(t, a.Local(), "", "POST", "/v1/branches/pr-2/stop", "") // the force was that request's only
 	call(t, a.Local(), "", "DELETE", "/v1/tokens/github", "")
 
 	got, err := cat.Audit(context.Background(), time.Time{})
@@ -42,6 +43,7 @@ func TestAuditLog(t *testing.T) {
 		"bootstrap branch.destroy pr-1 500 mount failed",
 		"bootstrap source.add shop 500 mount failed",
 		"local branch.stop --force pr-2 ok",
+		"local branch.stop pr-2 ok",
 		"local token.remove github ok",
 	}
 	var lines []string

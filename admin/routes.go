@@ -167,12 +167,18 @@ func (a *API) guard(rt Route, who func(r *http.Request) (Caller, int, string)) h
 			audit = !allowed || rec.byFront && mutates(r.Method)
 		}
 		if audit {
-			if f, _ := strconv.ParseBool(r.URL.Query().Get("force")); f {
-				action += " --force" // it ended the branch's sessions
-			}
-			a.audit(r, c, action, t.Name, rec)
+			a.audit(r, c, auditAction(action, r), t.Name, rec)
 		}
 	})
+}
+
+// auditAction is the audit log's name for a request of the route named action: a
+// forced reset, stop or destroy (which ended the branch's sessions) says so.
+func auditAction(action string, r *http.Request) string {
+	if f, _ := strconv.ParseBool(r.URL.Query().Get("force")); f {
+		return action + " --force"
+	}
+	return action
 }
 
 func mutates(method string) bool { return method != http.MethodGet && method != http.MethodHead }
