@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 	"go.uber.org/zap"
@@ -98,13 +99,32 @@ func (a *API) audit(r *http.Request, c Caller, action, target string, rec *recor
 	if c.Name != LocalActor {
 		remote = r.RemoteAddr
 	}
-	e := catalog.AuditEntry{At: a.now(), Actor: c.Name, Action: action, Target: target, Result: rec.result(), Remote: remote}
+	e := catalog.AuditEntry{At: a.now(), Actor: c.Name, Action: action, Target: clip(target, maxAuditTarget),
+		Result: clip(rec.result(), maxAuditResult), Remote: remote}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancel()
 	if err := a.store.AppendAudit(ctx, e); err != nil {
 		a.log.Error("audit log", zap.String("actor", e.Actor), zap.String("action", e.Action),
 			zap.String("target", e.Target), zap.String("result", e.Result), zap.Error(err))
 	}
+}
+
+// What an audit entry keeps of a request's target and result: names are at most
+// 63 bytes, and a refused request's body must not grow the log by its size.
+const (
+	maxAuditTarget = 160
+	maxAuditResult = 1024
+)
+
+// clip is s cut to at most n bytes (on a rune boundary), marked when cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // listAudit serves GET /v1/audit[?since=DURATION|RFC3339 time].

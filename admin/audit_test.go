@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pgbranchproxy/pgbranchproxy/admin"
 )
@@ -69,5 +70,21 @@ func TestAuditLog(t *testing.T) {
 	}
 	if rec := call(t, a.Local(), "", "GET", "/v1/audit?since=yesterday", ""); rec.Code != http.StatusBadRequest {
 		t.Errorf("since=yesterday: %d, want 400", rec.Code)
+	}
+}
+
+// A refused request's body does not grow the audit log by its size.
+func TestAuditClipsTarget(t *testing.T) {
+	t.Parallel()
+	f := &fakeManager{}
+	a, cat := newAPI(t, f, nil, "sixteen-chars-ok")
+	long := strings.Repeat("é", 5000)
+	call(t, a.Remote(), "sixteen-chars-ok", "POST", "/v1/branches", `{"name":"`+long+`","source":"app"}`)
+	got, err := cat.Audit(context.Background(), time.Time{})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("audit: %v %v", got, err)
+	}
+	if e := got[0]; len(e.Target) > 200 || len(e.Result) > 1100 || !utf8.ValidString(e.Target) || !utf8.ValidString(e.Result) {
+		t.Errorf("entry kept %d bytes of target, %d of result", len(e.Target), len(e.Result))
 	}
 }

@@ -5,8 +5,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/pgbranchproxy/pgbranchproxy/admin"
 	"github.com/spf13/cobra"
@@ -40,7 +43,8 @@ func newAuditLs(g *globalFlags) *cobra.Command {
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "TIME\tACTOR\tACTION\tTARGET\tRESULT")
 			for _, e := range out {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.At.Local().Format(time.RFC3339), e.Actor, e.Action, cmpOr(e.Target, "-"), e.Result)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.At.Local().Format(time.RFC3339), printable(e.Actor), printable(e.Action),
+					printable(cmpOr(e.Target, "-")), printable(e.Result))
 			}
 			return tw.Flush()
 		},
@@ -48,4 +52,14 @@ func newAuditLs(g *globalFlags) *cobra.Command {
 	cmd.Flags().StringVar(&since, "since", "", "only entries from this long ago (24h) or since this time (2026-11-30T17:00:00Z)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// printable quotes s when it holds a control character (a line break, a terminal
+// escape): a request's name or body, logged as it came, must not start a line of
+// its own or drive the terminal.
+func printable(s string) string {
+	if strings.ContainsFunc(s, unicode.IsControl) {
+		return strconv.Quote(s)
+	}
+	return s
 }

@@ -72,3 +72,16 @@ func TestBranchSetCommandLineOnly(t *testing.T) {
 		t.Errorf("flags set: %v, want only branch-pids (from the command line)", changed)
 	}
 }
+
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"branch.create":        "branch.create",
+		"x\n2026-12-02 forged": `"x\n2026-12-02 forged"`,
+		"red\x1b[31m":          `"red\x1b[31m"`,
+		"café":                 "café",
+	} {
+		if got := printable(in); got != want {
+			t.Errorf("printable(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
