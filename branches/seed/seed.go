@@ -203,7 +203,7 @@ func (b *Builder) run(ctx context.Context, req Request, job runtime.Job, progres
 		sc := bufio.NewScanner(pr)
 		sc.Split(scanLinesOrCR)
 		for sc.Scan() {
-			line := strings.TrimSpace(sc.Text())
+			line := redactPasswords(strings.TrimSpace(sc.Text()))
 			if line == "" {
 				continue
 			}
