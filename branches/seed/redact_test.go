@@ -6,7 +6,7 @@ func TestRedactPasswords(t *testing.T) {
 	for in, want := range map[string]string{
 		`pg_basebackup: error: invalid URI "postgres://repl:S3CRET@[::1/app"`: `pg_basebackup: error: invalid URI "postgres://repl:****@[::1/app"`,
 		`could not connect: host=db user=repl password=S3CRET dbname=x`:       `could not connect: host=db user=repl password=**** dbname=x`,
-		`password = 'a b\'c' sslmode=disable`:                                `password = **** sslmode=disable`,
+		`password = 'a b\'c' sslmode=disable`:                                 `password = **** sslmode=disable`,
 		`postgres://repl@db/app: connection refused`:                          `postgres://repl@db/app: connection refused`,
 		`creating TABLE sales.customers`:                                      `creating TABLE sales.customers`,
 	} {
