@@ -173,6 +173,10 @@ func (m *Manager) Set(ctx context.Context, source, name string, s Settings) erro
 	if (s.TTL != nil && *s.TTL < 0) || (s.Quota != nil && *s.Quota < 0) {
 		return fmt.Errorf("%w: negative ttl or quota", ErrInvalid)
 	}
+	// Before anything is saved: a refused request changes nothing.
+	if err := checkLimits(deref(s.MemoryBytes), deref(s.CPUs), deref(s.PIDs)); err != nil {
+		return err
+	}
 	err = m.do(ctx, key{source, name}, "set", nil, func(ctx context.Context, b *branch) error {
 		if s.Ephemeral != nil && *s.Ephemeral {
 			if err := m.recordPastSessions(ctx, b); err != nil {

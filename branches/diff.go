@@ -61,7 +61,11 @@ func (m *Manager) Diff(ctx context.Context, name string, opts DiffOptions) (Diff
 	}
 	var parts []string
 	for _, db := range dbdiff.DatabaseNames(base, cur) {
-		d, err := dbdiff.Unified(ctx, res.Against+"/"+db, name+"/"+db, base[db].Schema, cur[db].Schema)
+		curSchema := cur[db].Schema
+		if b, ok := base[db]; ok && b.Normalized < dbdiff.NormalizeVersion {
+			curSchema = dbdiff.Legacy(curSchema) // a seed snapshot taken under the old rules
+		}
+		d, err := dbdiff.Unified(ctx, res.Against+"/"+db, name+"/"+db, base[db].Schema, curSchema)
 		if err != nil {
 			return DiffResult{}, err
 		}
@@ -140,7 +144,7 @@ func (m *Manager) branchSnapshot(ctx context.Context, source, name string, data 
 		if err != nil {
 			return nil, "", err
 		}
-		d := dbdiff.Database{Schema: schema}
+		d := dbdiff.Database{Schema: schema, Normalized: dbdiff.NormalizeVersion}
 		if data {
 			c, err := branchConn(ctx, l, sd, db)
 			if err != nil {

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	goruntime "runtime"
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
@@ -139,20 +138,24 @@ func (m *Manager) addSourceServer(ctx context.Context, source string, s catalog.
 	return err
 }
 
-// minMemory is the least memory limit a container runtime takes (Docker's).
-const minMemory = 6 << 20
+// The least limits a container runtime takes (Docker's).
+const (
+	minMemory = 6 << 20
+	minCPUs   = 0.01
+)
 
 // checkLimits refuses server limits no server could start with, before they are
 // recorded: a start would fail with them only at the next session. Zero is
-// "not set".
+// "not set". (More CPUs than the Engine's host has also fail at start, and say
+// so; that host may not be this one.)
 func checkLimits(memory int64, cpus float64, pids int64) error {
 	switch {
 	case memory < 0 || cpus < 0 || pids < 0:
 		return fmt.Errorf("%w: negative memory, cpus or pids", ErrInvalid)
 	case memory > 0 && memory < minMemory:
 		return fmt.Errorf("%w: memory limit of %d bytes: at least 6MB", ErrInvalid, memory)
-	case cpus > float64(goruntime.NumCPU()):
-		return fmt.Errorf("%w: %g cpus: this host has %d", ErrInvalid, cpus, goruntime.NumCPU())
+	case cpus > 0 && cpus < minCPUs:
+		return fmt.Errorf("%w: %g cpus: at least %g", ErrInvalid, cpus, minCPUs)
 	}
 	return nil
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/jackc/pgx/v5/pgconn"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
@@ -87,6 +89,12 @@ func (m *Manager) AddSource(ctx context.Context, req SourceRequest, progress fun
 			return SourceInfo{}, err
 		}
 		spec = req.Branch
+		if req.Server.Image == "" {
+			// The seed is the parent's files: the parent's image opens it.
+			if ps, err := m.cat.ServerSettingsOf(ctx, from, "", time.Time{}); err == nil {
+				req.Server.Image = ps.Image
+			}
+		}
 		m.mu.Lock()
 		if ps := m.sources[from]; ps != nil && req.Database == "" {
 			req.Database = ps.src.DefaultDatabase
@@ -490,10 +498,28 @@ func (m *Manager) seedByID(id int64) (catalog.Seed, error) {
 }
 
 // urlDatabase is the database a connection URL or key=value string names, or "".
+// Only the name is read: the string's other settings (files, services) are the
+// base backup's business.
 func urlDatabase(conn string) string {
-	cfg, err := pgconn.ParseConfig(conn)
-	if err != nil {
+	if strings.HasPrefix(conn, "postgres://") || strings.HasPrefix(conn, "postgresql://") {
+		u, err := url.Parse(conn)
+		if err != nil {
+			return ""
+		}
+		if db := u.Query().Get("dbname"); db != "" {
+			return db
+		}
+		return strings.TrimPrefix(u.Path, "/")
+	}
+	m := kvDBName.FindStringSubmatch(conn)
+	if m == nil {
 		return ""
 	}
-	return cfg.Database
+	v := m[1]
+	if strings.HasPrefix(v, "'") {
+		v = strings.NewReplacer(`\'`, "'", `\\`, `\`).Replace(strings.TrimSuffix(strings.TrimPrefix(v, "'"), "'"))
+	}
+	return v
 }
+
+var kvDBName = regexp.MustCompile(`(?:^|\s)dbname\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)

@@ -9,6 +9,8 @@ func TestURLDatabase(t *testing.T) {
 		"host=db.internal user=repl dbname=crm":                 "crm",
 		"postgres://repl@db.internal":                           "",
 		"::not a url":                                           "",
+		"host=db sslrootcert=/nowhere/ca.pem dbname='my shop'":  "my shop",
+		"postgres://repl@db/shop?sslrootcert=/nowhere/ca.pem":   "shop",
 	} {
 		if got := urlDatabase(conn); got != want {
 			t.Errorf("urlDatabase(%q) = %q, want %q", conn, got, want)

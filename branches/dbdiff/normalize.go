@@ -6,6 +6,11 @@ import (
 	"strings"
 )
 
+// NormalizeVersion is the rules Normalize applies; a snapshot records it
+// (Database.Normalized). Version 1, before it was recorded, dropped lines inside
+// literals too (see Legacy).
+const NormalizeVersion = 2
+
 // Normalize strips from pg_dump --schema-only output what differs between two dumps
 // of the same schema: comments (the version header, "Name: …; Type: …" lines), SET
 // and set_config lines, \restrict and \unrestrict lines (their key is random), and
@@ -103,4 +108,31 @@ func dollarTag(s string) (string, bool) {
 
 func identChar(c byte) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
+}
+
+// Legacy applies version 1's rules to text Normalize made, which gives what
+// version 1 made of the same dump: a seed snapshot taken under it is compared with
+// a branch's schema brought to the same rules, not reported as changed wherever a
+// function body holds a line that starts with -- or SET.
+func Legacy(normalized string) string {
+	var out strings.Builder
+	blank := true
+	for _, line := range strings.Split(normalized, "\n") {
+		switch {
+		case strings.HasPrefix(line, "--"), strings.HasPrefix(line, "SET "),
+			strings.HasPrefix(line, "SELECT pg_catalog.set_config("),
+			strings.HasPrefix(line, `\restrict`), strings.HasPrefix(line, `\unrestrict`):
+			continue
+		case line == "":
+			if blank {
+				continue
+			}
+			blank = true
+		default:
+			blank = false
+		}
+		out.WriteString(line)
+		out.WriteByte('\n')
+	}
+	return strings.TrimRight(out.String(), "\n") + "\n"
 }

@@ -107,3 +107,13 @@ SET default_table_access_method = heap;
 		}
 	}
 }
+
+// Legacy of Normalize's text is what version 1 made of the same dump.
+func TestLegacy(t *testing.T) {
+	t.Parallel()
+	dump := "--\n-- Name: f\n--\n\nCREATE FUNCTION f() RETURNS void AS $$\nBEGIN\n-- note\nSET LOCAL work_mem = '1GB';\n\n\n  PERFORM 1;   \nEND\n$$;\n\n\nSET default_tablespace = '';\nCREATE TABLE t (a int);\n"
+	v1 := "CREATE FUNCTION f() RETURNS void AS $$\nBEGIN\n\n  PERFORM 1;\nEND\n$$;\n\nCREATE TABLE t (a int);\n"
+	if got := dbdiff.Legacy(dbdiff.Normalize([]byte(dump))); got != v1 {
+		t.Errorf("Legacy(Normalize(dump)) = %q, want version 1's %q", got, v1)
+	}
+}

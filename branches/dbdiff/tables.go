@@ -21,6 +21,8 @@ type Table struct {
 type Database struct {
 	Schema string  `json:"schema"` // normalized pg_dump --schema-only
 	Tables []Table `json:"tables"`
+	// Normalized is the NormalizeVersion Schema was made with; 0 is version 1.
+	Normalized int `json:"normalized,omitempty"`
 }
 
 // Snapshot is the schema and tables of every database of a cluster, by name.

@@ -182,7 +182,7 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Instance, error) {
 		defer cancel()
 		_ = inst.Stop(stopCtx)
 		if errors.Is(err, ErrExited) && inst.oom {
-			return nil, fmt.Errorf("%w: killed by the kernel at its memory limit of %d bytes: raise it (branch set --branch-memory)", err, spec.Limits.MemoryBytes)
+			return nil, fmt.Errorf("%w: killed by the kernel at its memory limit of %d bytes: raise --branch-memory (of the branch, its source or serve)", err, limits.MemoryBytes)
 		}
 		if errors.Is(err, ErrExited) {
 			return nil, fmt.Errorf("%w: %s", err, LogTail(spec.LogFile, 5))

@@ -64,7 +64,7 @@ func (b *Builder) snapshot(ctx context.Context, srv *server, req Request, versio
 		if err != nil {
 			return nil, fmt.Errorf("tables of %q: %w", db, err)
 		}
-		snap[db] = dbdiff.Database{Schema: schema, Tables: tables}
+		snap[db] = dbdiff.Database{Schema: schema, Tables: tables, Normalized: dbdiff.NormalizeVersion}
 	}
 	return snap, nil
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -161,8 +162,12 @@ func servePID(dir string) int {
 		return 0
 	}
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || !bytes.Contains(cmdline, []byte("pgbranchproxy")) || !bytes.Contains(cmdline, []byte("serve")) {
+	if err != nil {
 		return 0
+	}
+	args := strings.Split(string(cmdline), "\x00")
+	if !strings.Contains(filepath.Base(args[0]), "pgbranchproxy") || !slices.Contains(args, "serve") {
+		return 0 // the pid of a serve that has exited, now another process's
 	}
 	return pid
 }
