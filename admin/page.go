@@ -181,13 +181,16 @@ func (p *page) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token := r.PostFormValue("token")
-	http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: token, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	r.Header.Del("Cookie") // the token being tried, not one the browser held before
 	r.AddCookie(&http.Cookie{Name: tokenCookie, Value: token})
-	if status, _ := p.call(r, http.MethodGet, "/v1/info", nil); status != http.StatusOK {
+	if status, _ := p.call(r, http.MethodGet, "/v1/branches", nil); status == http.StatusUnauthorized {
 		http.Redirect(w, r, "/?login=wrong+token", http.StatusSeeOther)
 		return
 	}
+	// Only a token the API took is kept; a role that may not list branches sees
+	// the refusal on the page.
+	http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: token, Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 

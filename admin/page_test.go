@@ -16,7 +16,7 @@ func TestPageLocal(t *testing.T) {
 	h := admin.WithPage(local(t, f, nil), "127.0.0.1:6432")
 	rec := do(t, h, http.MethodGet, "/", "")
 	body := rec.Body.String()
-	if rec.Code != 200 || !strings.Contains(body, `data-branch="b1"`) || !strings.Contains(body, "host=127.0.0.1 port=6432 dbname=postgres@b1") {
+	if rec.Code != 200 || !strings.Contains(body, `data-branch="b1"`) || !strings.Contains(body, "host=127.0.0.1 port=6432 user=postgres dbname=postgres@b1") {
 		t.Fatalf("%d\n%s", rec.Code, body)
 	}
 	if rec := do(t, h, http.MethodGet, "/v1/branches", ""); rec.Code != 200 || !strings.Contains(rec.Body.String(), `"b1"`) {

@@ -1,7 +1,9 @@
 package admin
 
 import (
+	"cmp"
 	"fmt"
+	"github.com/pgbranchproxy/pgbranchproxy/router"
 	"slices"
 	"time"
 
@@ -33,16 +35,13 @@ type branchRow struct {
 func (d *pageData) fill(list []branches.Info, host, port string) {
 	dbOf := map[string]string{}
 	for _, s := range d.Sources {
-		dbOf[s.Name] = mainDatabase(s.Databases)
+		dbOf[s.Name] = cmp.Or(s.Database, mainDatabase(s.Databases), "postgres")
 	}
 	for _, b := range list {
-		db := dbOf[b.Source]
-		if db == "" {
-			db = "postgres"
-		}
-		dsn := fmt.Sprintf("host=%s port=%s dbname=%s@%s", host, port, db, b.Name)
+		dsn := fmt.Sprintf("host=%s port=%s user=postgres dbname=%s", router.QuoteConnValue(host), router.QuoteConnValue(port),
+			router.QuoteConnValue(dbOf[b.Source]+"@"+b.Name))
 		if len(d.Sources) > 1 {
-			dsn += " options=-cpgbranch.source=" + b.Source
+			dsn += " options=" + router.QuoteConnValue("-c pgbranch.source="+b.Source)
 		}
 		d.Branches = append(d.Branches, branchRow{Info: b, DSN: dsn})
 		d.Sessions += b.Sessions

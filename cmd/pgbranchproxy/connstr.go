@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/pgbranchproxy/pgbranchproxy/router"
 	"net"
 	"net/url"
 	"strconv"
@@ -32,13 +33,13 @@ func (t target) options() string {
 
 // libpq is the keyword/value form: host=H port=P user=U dbname=DB@BRANCH.
 func (t target) libpq() string {
-	parts := []string{"host=" + libpqQuote(t.Host), "port=" + strconv.Itoa(t.Port), "user=" + libpqQuote(t.User)}
+	parts := []string{"host=" + router.QuoteConnValue(t.Host), "port=" + strconv.Itoa(t.Port), "user=" + router.QuoteConnValue(t.User)}
 	if t.Password != "" {
-		parts = append(parts, "password="+libpqQuote(t.Password))
+		parts = append(parts, "password="+router.QuoteConnValue(t.Password))
 	}
-	parts = append(parts, "dbname="+libpqQuote(t.dbname()))
+	parts = append(parts, "dbname="+router.QuoteConnValue(t.dbname()))
 	if o := t.options(); o != "" {
-		parts = append(parts, "options="+libpqQuote(o))
+		parts = append(parts, "options="+router.QuoteConnValue(o))
 	}
 	return strings.Join(parts, " ")
 }
@@ -89,12 +90,4 @@ func pathEscape(s string) string {
 // queryEscape escapes a query value with %20 for spaces, which every driver decodes.
 func queryEscape(s string) string {
 	return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
-}
-
-// libpqQuote quotes a keyword/value value when it needs it.
-func libpqQuote(s string) string {
-	if s != "" && !strings.ContainsAny(s, " '\\\t\n") {
-		return s
-	}
-	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
 }
