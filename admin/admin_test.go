@@ -249,6 +249,7 @@ func TestBootstrapToken(t *testing.T) {
 		{"/v1/branches", "sixteen-chars-ok", 401},
 		{"/v1/branches", "Bearer sixteen-chars-okx", 401},
 		{"/v1/branches", "Bearer sixteen-chars-ok", 200},
+		{"/v1/branches", "bearer sixteen-chars-ok", 200},
 	} {
 		req := httptest.NewRequest(http.MethodGet, tc.path, nil)
 		if tc.auth != "" {

@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"fmt"
+	"github.com/pgbranchproxy/pgbranchproxy/router"
 	"net/http"
 	"strconv"
 	"time"
@@ -129,7 +130,7 @@ func clip(s string, n int) string {
 
 // listAudit serves GET /v1/audit[?since=DURATION|RFC3339 time].
 func (a *API) listAudit(w http.ResponseWriter, r *http.Request) {
-	since, err := parseSince(r.URL.Query().Get("since"), a.now())
+	since, err := ParseSince(r.URL.Query().Get("since"), a.now())
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, Error{Error: err.Error()})
 		return
@@ -146,16 +147,21 @@ func (a *API) listAudit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// parseSince reads a ?since=: "" (everything), a duration back from now, or an RFC 3339 time.
-func parseSince(v string, now time.Time) (time.Time, error) {
+// ParseSince reads an audit ?since= (audit ls --since): "" (everything), a
+// duration back from now as a TTL is written (90m, 24h, 7d), an RFC 3339 time, or
+// a date (2026-11-30, from its start in UTC).
+func ParseSince(v string, now time.Time) (time.Time, error) {
 	if v == "" {
 		return time.Time{}, nil
 	}
-	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+	if d, ok := router.ParseTTL(v); ok {
 		return now.Add(-d), nil
 	}
 	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
 		return t, nil
 	}
-	return time.Time{}, fmt.Errorf("since %q: want a duration such as 24h or a time such as 2026-11-30T17:00:00Z", v)
+	if t, err := time.Parse(time.DateOnly, v); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("since %q: want a duration such as 24h or 7d, a date such as 2026-11-30, or a time such as 2026-11-30T17:00:00Z", v)
 }

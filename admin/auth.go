@@ -141,8 +141,8 @@ func HashSecret(secret string) []byte {
 // tokens could not be read. Tokens are read from the store every time, so a
 // removed token stops working at once.
 func (a *API) authenticate(r *http.Request) (c Caller, ok bool, err error) {
-	secret, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !found || secret == "" {
+	scheme, secret, found := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") || secret == "" { // the scheme's case is free (RFC 9110)
 		return Caller{}, false, nil
 	}
 	got := HashSecret(secret)

@@ -34,9 +34,9 @@ type CreatedToken struct {
 	Token string `json:"token"`
 }
 
-// validate checks a token request: a short lower-case name that is not reserved, a
+// Validate checks a token request: a short lower-case name that is not reserved, a
 // known role, and a prefix for ci only, made of branch-name characters.
-func (t NewToken) validate() error {
+func (t NewToken) Validate() error {
 	if !validTokenName(t.Name) {
 		return fmt.Errorf("token name %q: want 1 to 63 of a-z, 0-9, '.', '_' and '-', starting with a letter or digit: %w", t.Name, branches.ErrInvalid)
 	}
@@ -78,7 +78,7 @@ func (a *API) createToken(w http.ResponseWriter, r *http.Request) {
 		a.result(w, fmt.Errorf("invalid JSON: %v: %w", err, branches.ErrInvalid))
 		return
 	}
-	if err := req.validate(); err != nil {
+	if err := req.Validate(); err != nil {
 		a.result(w, err)
 		return
 	}

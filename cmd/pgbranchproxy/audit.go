@@ -29,6 +29,9 @@ func newAuditLs(g *globalFlags) *cobra.Command {
 		Short: "List admin actions, oldest first: when, who (a token's name, or local), what, on what, and how it ended",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := admin.ParseSince(since, time.Now()); err != nil {
+				return usageErrorf("--%v", err)
+			}
 			path := "/v1/audit"
 			if since != "" {
 				path += "?since=" + url.QueryEscape(since)
@@ -49,7 +52,7 @@ func newAuditLs(g *globalFlags) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&since, "since", "", "only entries from this long ago (24h) or since this time (2026-11-30T17:00:00Z)")
+	cmd.Flags().StringVar(&since, "since", "", "only entries from this long ago (24h, 7d), since this date (2026-11-30) or since this time (2026-11-30T17:00:00Z)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

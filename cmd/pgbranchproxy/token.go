@@ -29,6 +29,9 @@ func newTokenCreate(g *globalFlags) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Name = args[0]
+			if err := req.Validate(); err != nil {
+				return usageError{err}
+			}
 			var out admin.CreatedToken
 			if err := newClient(g).call(cmd.Context(), http.MethodPost, "/v1/tokens", req, &out); err != nil {
 				return err
