@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
@@ -57,10 +56,11 @@ type page struct {
 func (p *page) call(r *http.Request, method, path string, out any) (int, string) {
 	req := r.Clone(r.Context())
 	req.Method, req.Body, req.ContentLength = method, http.NoBody, 0
-	req.URL = &url.URL{Path: path}
-	if i := strings.IndexByte(path, '?'); i >= 0 {
-		req.URL.Path, req.URL.RawQuery = path[:i], path[i+1:]
+	u, err := url.Parse(path) // path escapes its names: Path is their plain form
+	if err != nil {
+		return http.StatusBadRequest, err.Error()
 	}
+	req.URL = u
 	req.RequestURI = req.URL.RequestURI()
 	if c, err := r.Cookie(tokenCookie); err == nil && c.Value != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Value)

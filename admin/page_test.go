@@ -42,6 +42,13 @@ func TestPageLocal(t *testing.T) {
 	if loc := rec.Header().Get("Location"); !strings.Contains(loc, "done=destroy+b1") {
 		t.Errorf("redirect %q", loc)
 	}
+	// A name that needs escaping reaches the API as it is, not escaped twice.
+	req = httptest.NewRequest(http.MethodPost, "/ui/branches/a%25b/destroy", strings.NewReader(form))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	if len(f.calls) != 2 || f.calls[1] != "destroy app/a%b" {
+		t.Errorf("destroy of a%%b: calls %v", f.calls)
+	}
 }
 
 func TestPageRemoteNeedsToken(t *testing.T) {
