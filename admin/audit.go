@@ -6,6 +6,7 @@ import (
 	"github.com/pgbranchproxy/pgbranchproxy/router"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -100,8 +101,8 @@ func (a *API) audit(r *http.Request, c Caller, action, target string, rec *recor
 	if c.Name != LocalActor {
 		remote = r.RemoteAddr
 	}
-	e := catalog.AuditEntry{At: a.now(), Actor: c.Name, Action: action, Target: clip(target, maxAuditTarget),
-		Result: clip(rec.result(), maxAuditResult), Remote: remote}
+	e := catalog.AuditEntry{At: a.now(), Actor: c.Name, Action: action, Target: clip(storable(target), maxAuditTarget),
+		Result: clip(storable(rec.result()), maxAuditResult), Remote: remote}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancel()
 	if err := a.store.AppendAudit(ctx, e); err != nil {
@@ -116,6 +117,11 @@ const (
 	maxAuditTarget = 160
 	maxAuditResult = 1024
 )
+
+// storable is s as every catalog stores it: valid UTF-8 without NUL.
+func storable(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
 
 // clip is s cut to at most n bytes (on a rune boundary), marked when cut.
 func clip(s string, n int) string {
@@ -148,11 +154,15 @@ func (a *API) listAudit(w http.ResponseWriter, r *http.Request) {
 }
 
 // ParseSince reads an audit ?since= (audit ls --since): "" (everything), a
-// duration back from now as a TTL is written (90m, 24h, 7d), an RFC 3339 time, or
-// a date (2026-11-30, from its start in UTC).
+// duration back from now as a TTL is written but with its unit (90m, 24h, 7d), an
+// RFC 3339 time, or a date (2026-11-30, from its start in UTC).
 func ParseSince(v string, now time.Time) (time.Time, error) {
 	if v == "" {
 		return time.Time{}, nil
+	}
+	if _, err := strconv.ParseInt(v, 10, 64); err == nil {
+		// A bare number: 2026 is a year to one reader, seconds to another.
+		return time.Time{}, fmt.Errorf("since %q: add a unit (s, m, h, d) or write a date such as 2026-11-30", v)
 	}
 	if d, ok := router.ParseTTL(v); ok {
 		return now.Add(-d), nil

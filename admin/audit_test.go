@@ -88,3 +88,24 @@ func TestAuditClipsTarget(t *testing.T) {
 		t.Errorf("entry kept %d bytes of target, %d of result", len(e.Target), len(e.Result))
 	}
 }
+
+func TestParseSince(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	for v, want := range map[string]time.Time{
+		"":                     {},
+		"7d":                   now.Add(-7 * 24 * time.Hour),
+		"90m":                  now.Add(-90 * time.Minute),
+		"2026-11-30":           time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC),
+		"2026-11-30T17:00:00Z": time.Date(2026, 11, 30, 17, 0, 0, 0, time.UTC),
+	} {
+		if got, err := admin.ParseSince(v, now); err != nil || !got.Equal(want) {
+			t.Errorf("ParseSince(%q) = %v, %v; want %v", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"2026", "-1h", "soon"} {
+		if _, err := admin.ParseSince(v, now); err == nil {
+			t.Errorf("ParseSince(%q) took it", v)
+		}
+	}
+}

@@ -183,8 +183,13 @@ func (p *page) login(w http.ResponseWriter, r *http.Request) {
 	token := r.PostFormValue("token")
 	r.Header.Del("Cookie") // the token being tried, not one the browser held before
 	r.AddCookie(&http.Cookie{Name: tokenCookie, Value: token})
-	if status, _ := p.call(r, http.MethodGet, "/v1/branches", nil); status == http.StatusUnauthorized {
+	switch status, msg := p.call(r, http.MethodGet, "/v1/branches", nil); status {
+	case http.StatusOK, http.StatusForbidden:
+	case http.StatusUnauthorized:
 		http.Redirect(w, r, "/?login=wrong+token", http.StatusSeeOther)
+		return
+	default:
+		http.Redirect(w, r, "/?"+url.Values{"login": {"the server could not check the token: " + msg}}.Encode(), http.StatusSeeOther)
 		return
 	}
 	// Only a token the API took is kept; a role that may not list branches sees

@@ -62,7 +62,8 @@ func (m *Manager) Diff(ctx context.Context, name string, opts DiffOptions) (Diff
 	var parts []string
 	for _, db := range dbdiff.DatabaseNames(base, cur) {
 		curSchema := cur[db].Schema
-		if b, ok := base[db]; ok && b.Normalized < dbdiff.NormalizeVersion {
+		_, inCur := cur[db]
+		if b, ok := base[db]; ok && inCur && b.Normalized < dbdiff.NormalizeVersion {
 			curSchema = dbdiff.Legacy(curSchema) // a seed snapshot taken under the old rules
 		}
 		d, err := dbdiff.Unified(ctx, res.Against+"/"+db, name+"/"+db, base[db].Schema, curSchema)

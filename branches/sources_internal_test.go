@@ -11,6 +11,10 @@ func TestURLDatabase(t *testing.T) {
 		"::not a url":                                           "",
 		"host=db sslrootcert=/nowhere/ca.pem dbname='my shop'":  "my shop",
 		"postgres://repl@db/shop?sslrootcert=/nowhere/ca.pem":   "shop",
+		"host=db options='-c dbname=x' dbname=app":              "app",
+		"application_name='a dbname=evil' dbname=app":           "app",
+		"dbname=a dbname=b":                                     "b",
+		`dbname='it\'s'`:                                        "it's",
 	} {
 		if got := urlDatabase(conn); got != want {
 			t.Errorf("urlDatabase(%q) = %q, want %q", conn, got, want)

@@ -8,6 +8,8 @@ func TestRedactPasswords(t *testing.T) {
 		`could not connect: host=db user=repl password=S3CRET dbname=x`:       `could not connect: host=db user=repl password=**** dbname=x`,
 		`password = 'a b\'c' sslmode=disable`:                                 `password = **** sslmode=disable`,
 		`postgres://repl@db/app: connection refused`:                          `postgres://repl@db/app: connection refused`,
+		`invalid URI "postgres://repl:p@ss@db/app"`:                           `invalid URI "postgres://repl:****@db/app"`,
+		`password='unterminated secret`:                                       `password=****`,
 		`creating TABLE sales.customers`:                                      `creating TABLE sales.customers`,
 	} {
 		if got := redactPasswords(in); got != want {

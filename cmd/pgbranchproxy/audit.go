@@ -66,3 +66,15 @@ func printable(s string) string {
 	}
 	return s
 }
+
+// printableLines is printable for an error of several lines (a program's output
+// quoted in it): line breaks and tabs stay, other control characters (a terminal
+// escape, a carriage return) become ?.
+func printableLines(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r != '\n' && r != '\t' && unicode.IsControl(r) {
+			return '?'
+		}
+		return r
+	}, s)
+}

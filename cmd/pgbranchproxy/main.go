@@ -15,7 +15,7 @@ import (
 func main() {
 	root := newRoot()
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "pgbranchproxy:", printable(err.Error()))
+		fmt.Fprintln(os.Stderr, "pgbranchproxy:", printableLines(err.Error()))
 		os.Exit(exitCode(err))
 	}
 }

@@ -85,3 +85,9 @@ func TestPrintable(t *testing.T) {
 		}
 	}
 }
+
+func TestPrintableLines(t *testing.T) {
+	if got := printableLines("pg_restore: error: x\n\tdetail\x1b[31m"); got != "pg_restore: error: x\n\tdetail?[31m" {
+		t.Errorf("printableLines = %q", got)
+	}
+}
