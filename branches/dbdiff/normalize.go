@@ -19,10 +19,9 @@ const NormalizeVersion = 2
 // kept whatever it starts with, so "SET LOCAL work_mem = '1GB'" in a function body
 // is compared like any other.
 func Normalize(dump []byte) string {
-	var out strings.Builder
 	sc := bufio.NewScanner(bytes.NewReader(dump))
 	sc.Buffer(make([]byte, 64*1024), 64*1024*1024)
-	blank := true // drop leading blank lines
+	c := newCompactor()
 	var lit literals
 	for sc.Scan() {
 		raw := sc.Text()
@@ -31,25 +30,53 @@ func Normalize(dump []byte) string {
 		line := strings.TrimRight(raw, " \t\r")
 		switch {
 		case quoted:
-			blank = false
-		case strings.HasPrefix(line, "--"),
-			strings.HasPrefix(line, "SET "),
-			strings.HasPrefix(line, "SELECT pg_catalog.set_config("),
-			strings.HasPrefix(line, `\restrict`), strings.HasPrefix(line, `\unrestrict`):
-			continue
-		case line == "":
-			if blank {
-				continue
-			}
-			blank = true
-		default:
-			blank = false
+			c.verbatim(line)
+		case !pgDumpLine(line):
+			c.line(line)
 		}
-		out.WriteString(line)
-		out.WriteByte('\n')
 	}
-	return strings.TrimRight(out.String(), "\n") + "\n"
+	return c.String()
 }
+
+// pgDumpLine reports whether line, outside a literal, is one of pg_dump's own:
+// a comment, a SET or set_config, a \restrict or \unrestrict.
+func pgDumpLine(line string) bool {
+	return strings.HasPrefix(line, "--") ||
+		strings.HasPrefix(line, "SET ") ||
+		strings.HasPrefix(line, "SELECT pg_catalog.set_config(") ||
+		strings.HasPrefix(line, `\restrict`) || strings.HasPrefix(line, `\unrestrict`)
+}
+
+// compactor collects normalized lines, dropping leading blank lines and all but
+// the first of a run of them.
+type compactor struct {
+	out   strings.Builder
+	blank bool // the last line written was blank, or none was
+}
+
+func newCompactor() *compactor { return &compactor{blank: true} }
+
+func (c *compactor) line(l string) {
+	if l == "" {
+		if c.blank {
+			return
+		}
+		c.blank = true
+	} else {
+		c.blank = false
+	}
+	c.out.WriteString(l)
+	c.out.WriteByte('\n')
+}
+
+// verbatim writes l, blank or not: a line inside a literal is the schema's.
+func (c *compactor) verbatim(l string) {
+	c.blank = false
+	c.out.WriteString(l)
+	c.out.WriteByte('\n')
+}
+
+func (c *compactor) String() string { return strings.TrimRight(c.out.String(), "\n") + "\n" }
 
 // literals follows, line by line, whether a dump is inside a quoted literal: a
 // string ('…'), a quoted identifier ("…") or a dollar-quoted body ($tag$…$tag$).
@@ -115,24 +142,11 @@ func identChar(c byte) bool {
 // a branch's schema brought to the same rules, not reported as changed wherever a
 // function body holds a line that starts with -- or SET.
 func Legacy(normalized string) string {
-	var out strings.Builder
-	blank := true
+	c := newCompactor()
 	for _, line := range strings.Split(normalized, "\n") {
-		switch {
-		case strings.HasPrefix(line, "--"), strings.HasPrefix(line, "SET "),
-			strings.HasPrefix(line, "SELECT pg_catalog.set_config("),
-			strings.HasPrefix(line, `\restrict`), strings.HasPrefix(line, `\unrestrict`):
-			continue
-		case line == "":
-			if blank {
-				continue
-			}
-			blank = true
-		default:
-			blank = false
+		if !pgDumpLine(line) {
+			c.line(line)
 		}
-		out.WriteString(line)
-		out.WriteByte('\n')
 	}
-	return strings.TrimRight(out.String(), "\n") + "\n"
+	return c.String()
 }
