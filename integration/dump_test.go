@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,11 +17,16 @@ CREATE INDEX orders_customer ON orders (customer);
 CREATE VIEW big_orders AS SELECT * FROM orders WHERE total > 1000;
 ALTER TABLE orders OWNER TO alice;
 ALTER DATABASE shop OWNER TO alice;
+CREATE ROLE "Mary Smith" NOLOGIN;
+CREATE ROLE reader NOLOGIN;
+GRANT SELECT ON orders TO "Mary Smith", reader;
+ALTER VIEW big_orders OWNER TO "Mary Smith";
 `
 
 // TestFromDump: pg_dump archives in the three formats pg_restore reads become
 // sources, restored without owners by default and with them on request, and
-// refresh restores the same archive again.
+// refresh restores the same archive again. With owners, a role that only holds
+// privileges is created too, and a role's name may hold a space.
 func TestFromDump(t *testing.T) {
 	s := startServer(t, newStateDir(t))
 	s.seedSQL("shop", dumpSeedSQL)
@@ -35,11 +41,12 @@ func TestFromDump(t *testing.T) {
 	for _, tc := range []struct {
 		source, archive, format string
 		extra                   []string
-		owner                   string
+		owner, viewOwner        string
+		grants                  int
 	}{
-		{"fromcustom", "shop.dump", "custom", []string{"--jobs", "2"}, "postgres"},
-		{"fromdir", "shop.dir", "directory", []string{"--jobs", "2"}, "postgres"},
-		{"fromtar", "shop.tar", "tar", []string{"--keep-owners"}, "alice"},
+		{"fromcustom", "shop.dump", "custom", []string{"--jobs", "2"}, "postgres", "postgres", 0},
+		{"fromdir", "shop.dir", "directory", []string{"--jobs", "2"}, "postgres", "postgres", 0},
+		{"fromtar", "shop.tar", "tar", []string{"--keep-owners"}, "alice", "Mary Smith", 1},
 	} {
 		t.Run(tc.source, func(t *testing.T) {
 			args := append([]string{"source", "add", tc.source, "--from-dump", filepath.Join(dir, tc.archive)}, tc.extra...)
@@ -53,8 +60,11 @@ func TestFromDump(t *testing.T) {
 			got, err := s.psql(t, tc.source+"@b1", `SELECT count(*), count(DISTINCT customer), (SELECT count(*) FROM big_orders),
 				(SELECT tableowner FROM pg_tables WHERE tablename = 'orders'),
 				(SELECT count(*) FROM pg_indexes WHERE indexname = 'orders_customer'),
-				(SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = current_database()) FROM orders`)
-			if want := "5000|100|4334|" + tc.owner + "|1|" + tc.owner; err != nil || got != want {
+				(SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = current_database()),
+				(SELECT viewowner FROM pg_views WHERE viewname = 'big_orders'),
+				(SELECT count(*) FROM information_schema.role_table_grants WHERE grantee = 'reader') FROM orders`)
+			want := fmt.Sprintf("5000|100|4334|%s|1|%s|%s|%d", tc.owner, tc.owner, tc.viewOwner, tc.grants)
+			if err != nil || got != want {
 				t.Fatalf("restored %s: got %q (%v), want %q\n%s", tc.source, got, err, want, s.logs())
 			}
 		})

@@ -150,3 +150,20 @@ func Legacy(normalized string) string {
 	}
 	return c.String()
 }
+
+// ScriptLines calls fn with each line of a pg_dump script that starts outside a
+// quoted literal: pg_dump's own statements and comments, not the lines of a
+// function's body or of a comment's text.
+func ScriptLines(script []byte, fn func(line string)) {
+	sc := bufio.NewScanner(bytes.NewReader(script))
+	sc.Buffer(make([]byte, 64*1024), 64*1024*1024)
+	var lit literals
+	for sc.Scan() {
+		line := sc.Text()
+		quoted := lit.open()
+		lit.scan(line)
+		if !quoted {
+			fn(line)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package seed
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -180,48 +179,18 @@ func readableBy(path string, uid, gid int) bool {
 	return true
 }
 
-// dumpOwners lists the roles that own objects in the archive, and the owner of the
-// database it was dumped from, from pg_restore -l -C (-C lists the DATABASE entry).
+// dumpOwners lists the roles the archive names (owners, grantees, policies
+// roles), and the owner of the database it was dumped from, read from its schema as
+// pg_restore -s -C writes it (-C adds the database's own statements).
 func (b *Builder) dumpOwners(ctx context.Context, req Request, archive string) ([]string, string, error) {
 	var out, stderr bytes.Buffer
 	err := b.rt.Run(ctx, runtime.Job{Version: req.Version, Image: req.Image, Prog: "pg_restore",
-		Args: []string{"-l", "-C", archive}, Stdout: &out, Stderr: &stderr, Paths: []string{archive}})
+		Args: []string{"-s", "-C", "-f", "-", archive}, Stdout: &out, Stderr: &stderr, Paths: []string{archive}})
 	if err != nil {
-		return nil, "", fmt.Errorf("pg_restore -l: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+		return nil, "", fmt.Errorf("pg_restore -s: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
 	}
-	owners, dbOwner := tocOwners(out.Bytes())
-	return owners, dbOwner, nil
-}
-
-// tocOwners reads the owner, the last field, of each entry of a pg_restore -l list
-// ("215; 1259 16385 TABLE public accounts alice"), and that of its DATABASE entry
-// ("3375; 1262 16384 DATABASE - shop alice").
-func tocOwners(list []byte) (owners []string, dbOwner string) {
-	seen := map[string]bool{}
-	var out []string
-	sc := bufio.NewScanner(bytes.NewReader(list))
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, ";") || !strings.Contains(line, ";") {
-			continue
-		}
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		o := f[len(f)-1]
-		if o == "-" {
-			continue
-		}
-		if f[3] == "DATABASE" && f[4] == "-" {
-			dbOwner = o
-		}
-		if !seen[o] {
-			seen[o] = true
-			out = append(out, o)
-		}
-	}
-	return out, dbOwner
+	roles, dbOwner := scriptRoles(out.Bytes())
+	return roles, dbOwner, nil
 }
 
 // ensureRoles creates each named role that does not exist, as NOLOGIN.

@@ -5,19 +5,34 @@ import (
 	"testing"
 )
 
-func TestTocOwners(t *testing.T) {
-	list := `;
-; Archive created at 2026-12-02 18:00:00 UTC
-;     dbname: shop
-;
-3375; 1262 16384 DATABASE - shop shop_owner
-5; 2615 16385 SCHEMA - sales shop_owner
-215; 1259 16386 TABLE sales customers crm_owner
-3376; 0 0 ACL - SCHEMA sales shop_owner
-220; 1255 16390 FUNCTION public f() -
+func TestScriptRoles(t *testing.T) {
+	script := `--
+-- Name: shop; Type: DATABASE; Schema: -; Owner: shop_owner
+--
+CREATE DATABASE shop WITH TEMPLATE = template0 ENCODING = 'UTF8';
+ALTER DATABASE shop OWNER TO shop_owner;
+\connect shop
+ALTER FUNCTION public.f(a integer, "to" text) OWNER TO "Mary Smith";
+CREATE FUNCTION public.g() RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+GRANT SELECT ON t TO in_a_body;
+END$$;
+ALTER TABLE public."my table OWNER TO x" OWNER TO Crm_Owner;
+CREATE POLICY p ON public.t TO "Mary Smith", reader USING ((id > 0));
+GRANT CONNECT ON DATABASE shop TO reader;
+GRANT SELECT ON TABLE public.t TO PUBLIC, "we""ird" WITH GRANT OPTION;
+GRANT SELECT ON TABLE public.u TO auditor GRANTED BY grantor;
+REVOKE ALL ON SCHEMA public FROM PUBLIC;
+REVOKE ALL ON TABLE public.v FROM revoked;
+ALTER DEFAULT PRIVILEGES FOR ROLE shop_owner IN SCHEMA public GRANT SELECT ON TABLES  TO "default reader";
+COMMENT ON TABLE public.t IS 'GRANT SELECT ON t TO in_a_comment;
+ALTER TABLE t OWNER TO in_a_comment;';
 `
-	owners, dbOwner := tocOwners([]byte(list))
-	if dbOwner != "shop_owner" || !slices.Equal(owners, []string{"shop_owner", "crm_owner"}) {
-		t.Errorf("tocOwners: %v, database owner %q", owners, dbOwner)
+	roles, dbOwner := scriptRoles([]byte(script))
+	want := []string{"shop_owner", "Mary Smith", "crm_owner", "reader", `we"ird`, "auditor", "grantor", "revoked", "default reader"}
+	if dbOwner != "shop_owner" || !slices.Equal(roles, want) {
+		t.Errorf("scriptRoles: %q, database owner %q\nwant %q", roles, dbOwner, want)
 	}
 }

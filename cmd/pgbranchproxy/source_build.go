@@ -12,7 +12,7 @@ import (
 // --from-dump's restore options and --mask.
 func addBuildFlags(cmd *cobra.Command, req *branches.SourceRequest, maskFile *string) {
 	cmd.Flags().StringVar(&req.DumpPath, "from-dump", "", "restore this pg_dump archive (custom file, directory or tar) with pg_restore into --database")
-	cmd.Flags().BoolVar(&req.KeepOwners, "keep-owners", false, "--from-dump: restore owners and privileges (missing owner roles are created NOLOGIN) instead of --no-owner --no-privileges")
+	cmd.Flags().BoolVar(&req.KeepOwners, "keep-owners", false, "--from-dump: restore owners and privileges (roles it names that are missing are created NOLOGIN) instead of --no-owner --no-privileges")
 	cmd.Flags().IntVar(&req.Jobs, "jobs", 0, "--from-dump: pg_restore parallel jobs for custom and directory archives (default: one per CPU)")
 	cmd.Flags().StringVar(maskFile, "mask", "", "run this SQL file in --database after loading and before settling; kept with the source and run again on refresh")
 }
