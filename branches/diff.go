@@ -63,8 +63,8 @@ func (m *Manager) Diff(ctx context.Context, name string, opts DiffOptions) (Diff
 	for _, db := range dbdiff.DatabaseNames(base, cur) {
 		curSchema := cur[db].Schema
 		_, inCur := cur[db]
-		if b, ok := base[db]; ok && inCur && b.Normalized < dbdiff.NormalizeVersion {
-			curSchema = dbdiff.Legacy(curSchema) // a seed snapshot taken under the old rules
+		if b, ok := base[db]; ok && inCur {
+			curSchema = dbdiff.AsVersion(curSchema, b.Normalized) // a seed snapshot may be older
 		}
 		d, err := dbdiff.Unified(ctx, res.Against+"/"+db, name+"/"+db, base[db].Schema, curSchema)
 		if err != nil {

@@ -8,8 +8,9 @@ import (
 
 // NormalizeVersion is the rules Normalize applies; a snapshot records it
 // (Database.Normalized). Version 1, before it was recorded, dropped lines inside
-// literals too (see Legacy).
-const NormalizeVersion = 2
+// literals too (see Legacy); version 2 dropped the SET lines that carry the schema
+// (see Before3).
+const NormalizeVersion = 3
 
 // Normalize strips from pg_dump --schema-only output what differs between two dumps
 // of the same schema: comments (the version header, "Name: …; Type: …" lines), SET
@@ -17,7 +18,8 @@ const NormalizeVersion = 2
 // runs of blank lines. Equal schemas normalize to equal text. Only pg_dump's own
 // lines go: a line inside a quoted literal (a function's body, a comment's text) is
 // kept whatever it starts with, so "SET LOCAL work_mem = '1GB'" in a function body
-// is compared like any other.
+// is compared like any other. The SET lines that say where the next objects live
+// stay (see schemaSet): a table moved to another tablespace differs only there.
 func Normalize(dump []byte) string {
 	sc := bufio.NewScanner(bytes.NewReader(dump))
 	sc.Buffer(make([]byte, 64*1024), 64*1024*1024)
@@ -31,11 +33,18 @@ func Normalize(dump []byte) string {
 		switch {
 		case quoted:
 			c.verbatim(line)
-		case !pgDumpLine(line):
+		case !pgDumpLine(line) || schemaSet(line):
 			c.line(line)
 		}
 	}
 	return c.String()
+}
+
+// schemaSet reports whether line is one of pg_dump's SET lines that belong to the
+// schema: the tablespace or table access method of the objects written after it.
+func schemaSet(line string) bool {
+	return strings.HasPrefix(line, "SET default_tablespace = ") ||
+		strings.HasPrefix(line, "SET default_table_access_method = ")
 }
 
 // pgDumpLine reports whether line, outside a literal, is one of pg_dump's own:
@@ -135,6 +144,38 @@ func dollarTag(s string) (string, bool) {
 
 func identChar(c byte) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
+}
+
+// AsVersion brings text Normalize made to the rules of version (0 and 1: version
+// 1), those a snapshot was taken under, so that it compares with that snapshot.
+func AsVersion(normalized string, version int) string {
+	switch {
+	case version >= NormalizeVersion:
+		return normalized
+	case version <= 1:
+		return Legacy(normalized)
+	default:
+		return Before3(normalized)
+	}
+}
+
+// Before3 applies version 2's rules to text Normalize made: the schema's SET
+// lines go (see schemaSet), so a seed snapshot taken under them is compared with a
+// branch's schema brought to the same rules.
+func Before3(normalized string) string {
+	c := newCompactor()
+	var lit literals
+	for _, line := range strings.Split(normalized, "\n") {
+		quoted := lit.open()
+		lit.scan(line)
+		switch {
+		case quoted:
+			c.verbatim(line)
+		case !schemaSet(line):
+			c.line(line)
+		}
+	}
+	return c.String()
 }
 
 // Legacy applies version 1's rules to text Normalize made, which gives what

@@ -96,15 +96,52 @@ SET default_table_access_method = heap;
 	if a == b {
 		t.Fatal("functions differing in a body line that starts with SET normalize alike")
 	}
-	for _, keep := range []string{"-- the report needs room\n", "SET LOCAL work_mem = '64MB';\n", "\n\n  PERFORM 1;", "-- reports\nSET nothing';\n"} {
+	for _, keep := range []string{"-- the report needs room\n", "SET LOCAL work_mem = '64MB';\n", "\n\n  PERFORM 1;", "-- reports\nSET nothing';\n",
+		"SET default_tablespace = '';\n", "SET default_table_access_method = heap;\n"} {
 		if !strings.Contains(a, keep) {
 			t.Errorf("normalized dump lost %q:\n%s", keep, a)
 		}
 	}
-	for _, drop := range []string{"SET default_tablespace", "SET default_table_access_method", "-- Name:"} {
+	for _, drop := range []string{"-- Name:", "SET statement_timeout"} {
 		if strings.Contains(a, drop) {
 			t.Errorf("normalized dump kept pg_dump's %q:\n%s", drop, a)
 		}
+	}
+}
+
+// A table moved to another tablespace differs only in the SET line pg_dump writes
+// before it; it must not normalize as unchanged.
+func TestNormalizeKeepsTablespace(t *testing.T) {
+	t.Parallel()
+	dump := func(ts string) string {
+		return "SET statement_timeout = 0;\nSET default_tablespace = '';\n\nCREATE TABLE public.a (id integer);\n\n" +
+			"SET default_tablespace = " + ts + ";\n\nCREATE TABLE public.b (id integer);\n"
+	}
+	moved, stayed := dbdiff.Normalize([]byte(dump("fast"))), dbdiff.Normalize([]byte(dump("''")))
+	if moved == stayed {
+		t.Fatalf("a table in another tablespace normalizes alike:\n%s", moved)
+	}
+	if dbdiff.Normalize([]byte(dump("fast"))) != moved {
+		t.Fatal("the same dump normalizes differently")
+	}
+	v2 := "CREATE TABLE public.a (id integer);\n\nCREATE TABLE public.b (id integer);\n"
+	for _, n := range []string{moved, stayed} {
+		if got := dbdiff.AsVersion(n, 2); got != v2 {
+			t.Errorf("AsVersion(%q, 2) = %q, want version 2's %q", n, got, v2)
+		}
+	}
+	if got := dbdiff.AsVersion(moved, dbdiff.NormalizeVersion); got != moved {
+		t.Errorf("AsVersion to the current version changed the text: %q", got)
+	}
+}
+
+// Before3 keeps a line inside a literal that looks like a schema SET line.
+func TestBefore3KeepsLiterals(t *testing.T) {
+	t.Parallel()
+	dump := "CREATE FUNCTION f() RETURNS void AS $$\nBEGIN\nSET default_tablespace = '';\nEND\n$$;\n\nSET default_tablespace = fast;\n\nCREATE TABLE t (a int);\n"
+	want := "CREATE FUNCTION f() RETURNS void AS $$\nBEGIN\nSET default_tablespace = '';\nEND\n$$;\n\nCREATE TABLE t (a int);\n"
+	if got := dbdiff.Before3(dbdiff.Normalize([]byte(dump))); got != want {
+		t.Errorf("Before3 = %q, want %q", got, want)
 	}
 }
 
