@@ -124,6 +124,18 @@ func TestDockerReconcileAfterKill9(t *testing.T) {
 	if left := containersOf(t, cli, state); len(left) != 0 {
 		t.Errorf("%d containers of the killed run after restart", len(left))
 	}
+	// What a server wrote after serve died (here its shutdown) is kept in its log.
+	logs, _ := filepath.Glob(filepath.Join(state, "branches", "*", "postgres.log"))
+	kept := 0
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		if strings.Contains(string(b), "after its proxy stopped following it") && strings.Contains(string(b), "shutting down") {
+			kept++
+		}
+	}
+	if kept != 5 {
+		t.Errorf("%d of %d branch logs hold their server's shutdown after kill -9, want 5", kept, len(logs))
+	}
 	for name, b := range s2.branches() {
 		if b.State != "stopped" {
 			t.Errorf("branch %s after reconcile: %s, want stopped", name, b.State)

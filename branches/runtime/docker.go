@@ -23,6 +23,7 @@ import (
 const (
 	LabelInstance = "pgbranchproxy.instance" // the state directory's instance id
 	LabelName     = "pgbranchproxy.name"     // Spec.Name
+	LabelLog      = "pgbranchproxy.log"      // a server's Spec.LogFile
 )
 
 // DockerConfig configures a Docker runtime.
@@ -115,7 +116,7 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Instance, error) {
 	}
 	env, shimBinds := d.preload(ctx, image, spec.Version, spec.Env)
 	binds = append(binds, shimBinds...)
-	labels := map[string]string{LabelInstance: d.cfg.Instance, LabelName: spec.Name}
+	labels := map[string]string{LabelInstance: d.cfg.Instance, LabelName: spec.Name, LabelLog: spec.LogFile}
 	for k, v := range spec.Labels {
 		labels[k] = v
 	}

@@ -171,11 +171,60 @@ func (d *Docker) StopStrays(ctx context.Context, timeout time.Duration) (int, er
 			if c.State == "running" {
 				d.stopStray(ctx, c.ID, timeout)
 			}
+			if path := c.Labels[LabelLog]; path != "" {
+				d.saveStrayLog(ctx, c.ID, path)
+			}
 			d.remove(c.ID)
 		})
 	}
 	wg.Wait()
 	return len(list), nil
+}
+
+// saveStrayLog appends to a left-behind server's log file what its container wrote
+// after the run that started it stopped copying its output there (a kill -9 of
+// serve): the server's last lines before a crash, or its shutdown. The Engine keeps
+// the container's output; the file has it up to its last change.
+func (d *Docker) saveStrayLog(ctx context.Context, id, path string) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return // the branch is gone, or the server never started
+	}
+	since := st.ModTime()
+	rc, err := d.cli.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true,
+		Since: fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond())})
+	if err != nil {
+		d.log.Debug("read a left-behind container's log", zap.String("container", shortID(id)), zap.Error(err))
+		return // a log driver the Engine cannot read back
+	}
+	defer rc.Close()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		d.log.Warn("keep a left-behind container's log", zap.String("container", shortID(id)), zap.Error(err))
+		return
+	}
+	defer f.Close()
+	w := &headed{w: f, head: fmt.Sprintf("pgbranchproxy: what the server wrote after its proxy stopped following it, from the Docker Engine's log since %s:\n",
+		since.UTC().Format(time.RFC3339Nano))}
+	if _, err := stdcopy.StdCopy(w, w, rc); err != nil {
+		d.log.Warn("keep a left-behind container's log", zap.String("container", shortID(id)), zap.Error(err))
+	}
+}
+
+// headed writes head before the first bytes written to it, if any.
+type headed struct {
+	w    io.Writer
+	head string
+}
+
+func (h *headed) Write(p []byte) (int, error) {
+	if h.head != "" && len(p) > 0 {
+		if _, err := io.WriteString(h.w, h.head); err != nil {
+			return 0, err
+		}
+		h.head = ""
+	}
+	return h.w.Write(p)
 }
 
 // stopStray shuts a left-behind container's server down fast, or kills it after
