@@ -38,7 +38,7 @@ func (s *Server) handle(raw net.Conn) {
 	}()
 	conn := raw
 	defer func() { conn.Close() }()
-	log := s.log.WithLazy(zap.Stringer("remote", raw.RemoteAddr()))
+	log := s.log.WithLazy(zap.Stringer("remote", remote{raw}))
 	if max := s.cfg.MaxClientConns; max > 0 && s.Stats.Active.Load() > int64(max) {
 		s.runLater() // sessions that have ended may still be counted
 		if s.Stats.Active.Load() > int64(max) {
@@ -152,6 +152,17 @@ func (s *Server) session(conn, raw net.Conn, st clientStartup, log *zap.Logger, 
 		return nil, true
 	}
 	return s.ended(e, out), false
+}
+
+// remote names a client's address for the log, when it is written: its TCP
+// address, or "local" for a unix socket's.
+type remote struct{ c net.Conn }
+
+func (r remote) String() string {
+	if localConn(r.c) {
+		return "local"
+	}
+	return r.c.RemoteAddr().String()
 }
 
 // outOfTime marks err with errTimedOut when ctx's deadline has passed: the step
@@ -460,7 +471,7 @@ func (s *Server) relaySession(conn, raw net.Conn, e *ending, keepClient bool, af
 			track.reports.sc = sc // parked for the next client, whose greeting they are
 		}
 	}
-	if tc := plainTCP(conn); tc != nil && len(s.pumps) > 0 && sc.socket() {
+	if pc := plainConn(conn); pc != nil && len(s.pumps) > 0 && sc.socket() {
 		then := func(out relayOutcome) {
 			done()
 			if out.end == relayIdle {
@@ -474,7 +485,7 @@ func (s *Server) relaySession(conn, raw net.Conn, e *ending, keepClient bool, af
 		if keepClient || sc.keep {
 			then = nil // the handler reads the next start-up, or passes the node connection on
 		}
-		out, later = s.pumpSession(tc, e, track, keepClient, then)
+		out, later = s.pumpSession(pc, e, track, keepClient, then)
 		if !later {
 			done()
 		}
@@ -500,7 +511,7 @@ func (s *Server) relaySession(conn, raw net.Conn, e *ending, keepClient bool, af
 // pumpSession relays a plaintext session on an epoll pump (see relaySession). With
 // after set, the handler does not wait: the pump tells after how the session ended,
 // from outside its loop (see afterLoop), and pumpSession returns later.
-func (s *Server) pumpSession(tc *net.TCPConn, e *ending, track *sessionTrack, keepClient bool, after func(relayOutcome)) (out relayOutcome, later bool) {
+func (s *Server) pumpSession(client net.Conn, e *ending, track *sessionTrack, keepClient bool, after func(relayOutcome)) (out relayOutcome, later bool) {
 	sc, log := e.sc, e.log
 	var reset *pumpReset
 	if s.cfg.Reuse && !s.retired(sc) {
@@ -511,7 +522,7 @@ func (s *Server) pumpSession(tc *net.TCPConn, e *ending, track *sessionTrack, ke
 	if after != nil {
 		ended = func(r pumpResult) { after(s.pumpOutcome(r, sc, log)) }
 	}
-	result, err := s.pump().addSession(tc, sc, s.cfg.WriteTimeout, track, reset, keepClient, ended)
+	result, err := s.pump().addSession(client, sc, s.cfg.WriteTimeout, track, reset, keepClient, ended)
 	if err != nil {
 		if errors.Is(err, errPumpStopped) {
 			log.Debug("hand session to pump", zap.Error(err))
@@ -616,14 +627,27 @@ func (s *Server) endSession(lease Lease, sc *serverConn, keep bool, appName stri
 // plainTCP returns the client's TCP connection when the session runs over it
 // directly (no TLS) and nothing read from it is still buffered.
 func plainTCP(c net.Conn) *net.TCPConn {
+	tc, _ := plainConn(c).(*net.TCPConn)
+	return tc
+}
+
+// plainConn returns the client's TCP or unix socket connection when the session
+// runs over it directly (no TLS) and nothing read from it is still buffered; else
+// nil.
+func plainConn(c net.Conn) net.Conn {
 	if pc, ok := c.(*peekedConn); ok {
 		if pc.r.Buffered() > 0 {
 			return nil
 		}
 		c = pc.Conn
 	}
-	tc, _ := c.(*net.TCPConn)
-	return tc
+	switch c := c.(type) {
+	case *net.TCPConn:
+		return c
+	case *net.UnixConn:
+		return c
+	}
+	return nil
 }
 
 // abort makes the coming Close reset the connection, discarding what the client did
@@ -665,6 +689,7 @@ var errRoles = errors.New("look up login roles")
 type clientStartup struct {
 	conn    net.Conn // the connection to go on with: TLS once negotiated
 	tls     bool
+	local   bool // over a unix socket: no TLS offered, none required
 	version uint32
 	params  map[string]string // nil for a cancel request
 	pq      []string          // _pq_.* parameters, which the proxy does not support
@@ -672,10 +697,11 @@ type clientStartup struct {
 
 // readClientStartup reads packets until a StartupMessage: it answers SSLRequest (with
 // TLS when configured), takes direct TLS (PG17's sslnegotiation=direct), answers
-// GSSENCRequest 'N', and forwards a CancelRequest.
+// GSSENCRequest 'N', and forwards a CancelRequest. Over a unix socket TLS is
+// answered 'N', as Postgres answers it there.
 func (s *Server) readClientStartup(conn net.Conn, log *zap.Logger) (clientStartup, error) {
-	st := clientStartup{conn: conn}
-	if s.cfg.TLS != nil {
+	st := clientStartup{conn: conn, local: localConn(conn)}
+	if s.cfg.TLS != nil && !st.local {
 		c, direct, err := s.maybeDirectTLS(conn)
 		st.conn = c
 		if err != nil {
@@ -703,7 +729,7 @@ func (s *Server) readStartupPackets(st clientStartup, negotiated bool, log *zap.
 		switch {
 		case code == codeSSL && !sawSSL && !st.tls && len(body) == 4:
 			sawSSL = true
-			if s.cfg.TLS == nil {
+			if s.cfg.TLS == nil || st.local {
 				if _, err := st.conn.Write([]byte{'N'}); err != nil {
 					return st, err
 				}
@@ -747,7 +773,7 @@ func (s *Server) startupMessage(st clientStartup, code uint32, body []byte) (cli
 	if err := checkParams(msg.Parameters); err != nil {
 		return st, err
 	}
-	if s.cfg.TLSMode == TLSRequire && !st.tls {
+	if s.cfg.TLSMode == TLSRequire && !st.tls && !st.local {
 		return st, errSSLRequired
 	}
 	st.version, st.params, st.pq = code, msg.Parameters, nil

@@ -27,8 +27,11 @@ func newFailures(limit int, window time.Duration) *failures {
 }
 
 func hostOf(addr net.Addr) string {
-	if tcp, ok := addr.(*net.TCPAddr); ok {
-		return tcp.IP.String()
+	switch a := addr.(type) {
+	case *net.TCPAddr:
+		return a.IP.String()
+	case *net.UnixAddr, nil:
+		return "local" // every client of the unix socket: one host
 	}
 	h, _, err := net.SplitHostPort(addr.String())
 	if err != nil {

@@ -148,6 +148,7 @@ const (
 	fbBuffered  = "client_bytes_buffered"
 	fbNotLoaded = "programs_not_loaded"
 	fbNotUnix   = "backend_not_unix"
+	fbNotTCP    = "client_not_tcp"
 	fbSplice    = "splice_failed"
 )
 
@@ -159,12 +160,14 @@ const (
 func (s *Server) relayInKernel(conn net.Conn, sc *serverConn, leave func(), log *zap.Logger) (keep, handled bool, done func()) {
 	tc := plainTCP(conn)
 	other := RelayGoroutine
-	if tc != nil && len(s.pumps) > 0 {
+	if plainConn(conn) != nil && len(s.pumps) > 0 {
 		other = RelayEpoll
 	}
 	reason := ""
 	switch {
 	case s.relayStats.Mode != RelayAuto && s.relayStats.Mode != RelayKernel:
+	case tc == nil && plainConn(conn) != nil:
+		reason = fbNotTCP // a unix socket client: the programs splice TCP sockets
 	case tc == nil:
 		reason = fbTLS
 		if _, ok := conn.(*peekedConn); ok {

@@ -37,6 +37,7 @@ type serveFlags struct {
 	clusterDir     string
 	clusterName    string
 	listen         string
+	unixSocketDir  string
 	catalog        string
 	auth           string
 	pgBin          string
@@ -92,6 +93,7 @@ func newServe(g *globalFlags) *cobra.Command {
 	fl.StringVar(&f.advertise, "advertise", "", "with --role node: the address fronts reach this node at (default: the --listen address)")
 	fl.StringVar(&f.peerListen, "peer-listen", "", "with --role node: where the other nodes fetch this node's seeds (default: the --listen host, a port the system picks), with the cluster's mutual TLS")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:6432", "address clients connect to")
+	fl.StringVar(&f.unixSocketDir, "unix-socket-dir", "", "also take clients on a unix socket in this directory, named as Postgres names its own (.s.PGSQL.<the --listen port>): psql -h DIR -p PORT")
 	fl.StringVar(&f.catalog, "catalog", "", "the catalog: a postgres:// URL, or a SQLite file (default: <state-dir>/catalog.db); the state dir holds everything else")
 	fl.StringVar(&f.auth, "auth", proxy.AuthSCRAM, "client authentication at the proxy, before any branch is created or woken: scram-sha-256, md5 or trust")
 	fl.BoolVar(&f.insecureTrust, "insecure-trust", false, "allow --auth trust on a non-loopback --listen")
@@ -347,15 +349,15 @@ func serve(g *globalFlags, f *serveFlags) error {
 		defer stopPeer()
 	}
 
-	ln, err := proxy.Listen(ctx, f.listen)
+	lns, err := listenClients(ctx, f)
 	if err != nil {
 		mgr.Close(context.Background())
-		return fmt.Errorf("listen on %s: %w", f.listen, err)
+		return err
 	}
-	mgr.SetProxyAddr(cmpOr(f.advertise, ln.Addr().String()))
-	log.Info("pgbranchproxy ready", zap.String("listen", ln.Addr().String()), zap.String("state_dir", stateDir),
-		zap.String("admin", adminSock), zap.Bool("lazyrw", shim != ""))
-	err = serveUntilDone(ctx, stop, px, ln, mgr.Restart(), log)
+	mgr.SetProxyAddr(cmpOr(f.advertise, lns[0].Addr().String()))
+	log.Info("pgbranchproxy ready", zap.String("listen", lns[0].Addr().String()), zap.String("state_dir", stateDir),
+		zap.String("admin", adminSock), zap.Bool("lazyrw", shim != ""), unixSocketField(lns))
+	err = serveUntilDone(ctx, stop, px, lns, mgr.Restart(), log)
 	log.Info("shutting down", zap.Duration("grace", f.grace))
 	graceCtx, cancel := context.WithTimeout(context.Background(), f.grace)
 	if !px.Drain(graceCtx) {
@@ -405,12 +407,14 @@ func serveAdmin(api *admin.API, sock string, f *serveFlags) (stop func(), err er
 	return func() { remote.Close(); stopLocal() }, nil
 }
 
-// serveUntilDone serves px on ln until ctx ends (a signal), the proxy stops by
+// serveUntilDone serves px on lns until ctx ends (a signal), the proxy stops by
 // itself, or restart is closed (a node declared dead; nil for none); the last
 // two end ctx (stop) and return an error.
-func serveUntilDone(ctx context.Context, stop func(), px *proxy.Server, ln net.Listener, restart <-chan struct{}, log *zap.Logger) error {
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- px.Serve(ctx, ln) }()
+func serveUntilDone(ctx context.Context, stop func(), px *proxy.Server, lns []net.Listener, restart <-chan struct{}, log *zap.Logger) error {
+	serveErr := make(chan error, len(lns))
+	for _, ln := range lns {
+		go func() { serveErr <- px.Serve(ctx, ln) }()
+	}
 	select {
 	case <-ctx.Done():
 		return nil

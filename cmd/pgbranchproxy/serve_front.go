@@ -117,13 +117,14 @@ func serveFront(g *globalFlags, f *serveFlags) error {
 	defer stop()
 	watched := make(chan struct{})
 	go func() { routes.Watch(ctx); close(watched) }()
-	ln, err := proxy.Listen(ctx, f.listen)
+	lns, err := listenClients(ctx, f)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", f.listen, err)
+		return err
 	}
-	log.Info("pgbranchproxy front ready", zap.String("listen", ln.Addr().String()), zap.String("catalog", cat.Backend()),
-		zap.String("to_nodes", map[bool]string{true: "mutual TLS as " + memberName(member), false: "plain TCP"}[member != nil]))
-	err = serveUntilDone(ctx, stop, px, ln, nil, log)
+	log.Info("pgbranchproxy front ready", zap.String("listen", lns[0].Addr().String()), zap.String("catalog", cat.Backend()),
+		zap.String("to_nodes", map[bool]string{true: "mutual TLS as " + memberName(member), false: "plain TCP"}[member != nil]),
+		unixSocketField(lns))
+	err = serveUntilDone(ctx, stop, px, lns, nil, log)
 	log.Info("shutting down", zap.Duration("grace", f.grace))
 	graceCtx, cancel := context.WithTimeout(context.Background(), f.grace)
 	px.Drain(graceCtx)
