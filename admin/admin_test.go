@@ -24,6 +24,22 @@ type fakeManager struct {
 	err   error
 	calls []string
 	list  []string // branch names List returns (default: b1)
+	// sessions is every listed branch's open sessions: a reset, stop or destroy
+	// without Force is refused (ErrBusy) while it is not 0, as Manager does.
+	sessions int
+}
+
+// op records a reset, stop or destroy and answers it.
+func (f *fakeManager) op(what, source, name string, o branches.OpOptions) error {
+	call := what + " " + source + "/" + name
+	if o.Force {
+		call = what + " --force " + source + "/" + name
+	}
+	f.calls = append(f.calls, call)
+	if f.sessions > 0 && !o.Force {
+		return fmt.Errorf("branch %q: %w (%d)", name, branches.ErrBusy, f.sessions)
+	}
+	return f.err
 }
 
 func (f *fakeManager) AddSource(_ context.Context, req branches.SourceRequest, progress func(string)) (branches.SourceInfo, error) {
@@ -43,11 +59,11 @@ func (f *fakeManager) RemoveSource(_ context.Context, name string) error {
 func (f *fakeManager) Sources() []branches.SourceInfo { return []branches.SourceInfo{{Name: "app"}} }
 func (f *fakeManager) List() []branches.Info {
 	if f.list == nil {
-		return []branches.Info{{Name: "b1", Source: "app"}}
+		return []branches.Info{{Name: "b1", Source: "app", Sessions: f.sessions}}
 	}
 	var out []branches.Info
 	for _, n := range f.list {
-		out = append(out, branches.Info{Name: n, Source: "app"})
+		out = append(out, branches.Info{Name: n, Source: "app", Sessions: f.sessions})
 	}
 	return out
 }
@@ -70,22 +86,19 @@ func (f *fakeManager) Create(_ context.Context, name string, o branches.CreateOp
 	f.calls = append(f.calls, fmt.Sprintf("create %s from=%s ttl=%s", name, o.From, o.TTL))
 	return f.err
 }
-func (f *fakeManager) Reset(_ context.Context, source, name string, _ branches.OpOptions) error {
-	f.calls = append(f.calls, "reset "+source+"/"+name)
-	return f.err
+func (f *fakeManager) Reset(_ context.Context, source, name string, o branches.OpOptions) error {
+	return f.op("reset", source, name, o)
 }
-func (f *fakeManager) Destroy(_ context.Context, source, name string, _ branches.OpOptions) error {
-	f.calls = append(f.calls, "destroy "+source+"/"+name)
-	return f.err
+func (f *fakeManager) Destroy(_ context.Context, source, name string, o branches.OpOptions) error {
+	return f.op("destroy", source, name, o)
 }
 func (f *fakeManager) SetDraining(context.Context, string, bool) error { return nil }
 
 func (f *fakeManager) Nodes(context.Context) ([]branches.NodeInfo, error) {
 	return []branches.NodeInfo{{ID: "n1", Slot: 1, Epoch: 3, State: "active"}}, f.err
 }
-func (f *fakeManager) Stop(_ context.Context, source, name string, _ branches.OpOptions) error {
-	f.calls = append(f.calls, "stop "+source+"/"+name)
-	return f.err
+func (f *fakeManager) Stop(_ context.Context, source, name string, o branches.OpOptions) error {
+	return f.op("stop", source, name, o)
 }
 func (f *fakeManager) Set(_ context.Context, source, name string, s branches.Settings) error {
 	f.calls = append(f.calls, fmt.Sprintf("set %s ttl=%v", name, *s.TTL))

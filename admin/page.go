@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
@@ -113,7 +114,8 @@ func (p *page) render(w http.ResponseWriter, r *http.Request, name string) {
 
 // load reads what the page shows through the API.
 func (p *page) load(r *http.Request) *pageData {
-	d := &pageData{Flash: r.URL.Query().Get("done"), Error: r.URL.Query().Get("error"), Now: time.Now()}
+	q := r.URL.Query()
+	d := &pageData{Flash: q.Get("done"), Failed: q.Get("error"), Now: time.Now()}
 	status, msg := p.call(r, http.MethodGet, "/v1/info", &d.Info)
 	switch status {
 	case http.StatusOK, http.StatusForbidden: // a ci token may list its branches only
@@ -134,6 +136,7 @@ func (p *page) load(r *http.Request) *pageData {
 	}
 	host, port := p.proxyHost(r)
 	d.fill(list, host, port)
+	d.offerForce(q.Get("busy"), q.Get("source"), q.Get("branch"))
 	return d
 }
 
@@ -205,7 +208,9 @@ func (p *page) logout(w http.ResponseWriter, r *http.Request) {
 }
 
 // action runs a branch's reset, stop or destroy through the API, then goes back to
-// the page with what happened.
+// the page with what happened. A form with force=true ends the branch's sessions
+// (the API's ?force=true); a refusal for open sessions sends the page the action,
+// branch and source to offer that (busy=, branch=, source=).
 func (p *page) action(w http.ResponseWriter, r *http.Request) {
 	if !sameOrigin(r) {
 		http.Error(w, "cross-site request refused", http.StatusForbidden)
@@ -223,15 +228,35 @@ func (p *page) action(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unknown action", http.StatusNotFound)
 		return
 	}
-	if src := r.PostFormValue("source"); src != "" {
-		path += "?source=" + url.QueryEscape(src)
+	src := r.PostFormValue("source")
+	force := r.PostFormValue("force") == "true"
+	api := url.Values{}
+	if src != "" {
+		api.Set("source", src)
+	}
+	if force {
+		api.Set("force", "true")
+	}
+	if len(api) > 0 {
+		path += "?" + api.Encode()
 	}
 	io.Copy(io.Discard, r.Body)
 	q := url.Values{}
-	if _, msg := p.call(r, method, path, nil); msg != "" {
-		q.Set("error", action+" "+name+": "+msg)
+	done := action + " " + name
+	if force {
+		done = action + " --force " + name
+	}
+	if status, msg := p.call(r, method, path, nil); msg != "" {
+		q.Set("error", done+": "+msg)
+		if status == http.StatusConflict && !force && strings.Contains(msg, branches.ErrBusy.Error()) {
+			q.Set("busy", action)
+			q.Set("branch", name)
+			if src != "" {
+				q.Set("source", src)
+			}
+		}
 	} else {
-		q.Set("done", action+" "+name)
+		q.Set("done", done)
 	}
 	http.Redirect(w, r, "/?"+q.Encode(), http.StatusSeeOther)
 }

@@ -3,26 +3,34 @@ package admin
 import (
 	"cmp"
 	"fmt"
-	"github.com/pgbranchproxy/pgbranchproxy/router"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
+	"github.com/pgbranchproxy/pgbranchproxy/router"
 )
 
 // pageData is what the page template shows.
 type pageData struct {
 	Login      bool
 	LoginError string
-	Flash      string
-	Error      string
-	Now        time.Time
-	Info       branches.ServerInfo
-	Sources    []branches.SourceInfo
-	Branches   []branchRow
-	Sessions   int
-	Running    int
-	Owned      int64
+	// Flash and Failed say how the button the page was posted from went; they
+	// stay while the live part refreshes.
+	Flash  string
+	Failed string
+	// Busy offers to repeat an action refused for the branch's open sessions,
+	// ending them; nil when there is nothing to offer.
+	Busy *forceOffer
+	// Error is why the page could not read what it shows.
+	Error    string
+	Now      time.Time
+	Info     branches.ServerInfo
+	Sources  []branches.SourceInfo
+	Branches []branchRow
+	Sessions int
+	Running  int
+	Owned    int64
 }
 
 // branchRow is one branch with its connection string.
@@ -48,6 +56,50 @@ func (d *pageData) fill(list []branches.Info, host, port string) {
 		d.Owned += b.OwnedBytes
 		if b.State == "running" {
 			d.Running++
+		}
+	}
+}
+
+// forceOffer is a button that repeats a reset, stop or destroy with force=true.
+type forceOffer struct {
+	Action, Name, Source string
+	Sessions             int
+}
+
+// Label is the button's text: "end 2 sessions and reset".
+func (o *forceOffer) Label() string {
+	switch o.Sessions {
+	case 0: // they ended since the refusal: force ends nothing
+		return o.Action + " now"
+	case 1:
+		return "end 1 session and " + o.Action
+	}
+	return fmt.Sprintf("end %d sessions and %s", o.Sessions, o.Action)
+}
+
+// Confirm is what the page's script asks before the button posts.
+func (o *forceOffer) Confirm() string {
+	what := map[string]string{
+		"reset":   "reset " + o.Name + " to its base? Its writes are lost.",
+		"stop":    "stop the server of " + o.Name + "?",
+		"destroy": "destroy " + o.Name + " and its data?",
+	}[o.Action]
+	if o.Sessions == 0 {
+		return strings.ToUpper(what[:1]) + what[1:]
+	}
+	return "End the open sessions of " + o.Name + " (each client is disconnected) and " + what
+}
+
+// offerForce sets d.Busy when the page was sent back after action on the branch
+// was refused for its open sessions and the branch is still listed.
+func (d *pageData) offerForce(action, source, name string) {
+	if action != "reset" && action != "stop" && action != "destroy" {
+		return
+	}
+	for _, b := range d.Branches {
+		if b.Name == name && (source == "" || b.Source == source) {
+			d.Busy = &forceOffer{Action: action, Name: name, Source: source, Sessions: b.Sessions}
+			return
 		}
 	}
 }

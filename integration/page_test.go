@@ -49,7 +49,8 @@ func browser(t *testing.T) context.Context {
 
 // TestPage: the web page on --admin-listen asks for the admin token, lists a branch
 // created through the proxy, picks up a new one by itself, and its destroy button
-// destroys the branch. UPDATE_PAGE_PNG=1 writes the screenshot to docs/page.png.
+// destroys the branch; a reset refused for a branch's open session offers a button
+// that ends it and resets. UPDATE_PAGE_PNG=1 writes the screenshot to docs/page.png.
 func TestPage(t *testing.T) {
 	const token = "page-test-token-0123456789"
 	admin := freeAddr(t)
@@ -121,6 +122,25 @@ func TestPage(t *testing.T) {
 	}
 	if _, ok := s.branches()["feature-login"]; !ok {
 		t.Fatal("another branch went with it")
+	}
+
+	// A reset refused for the branch's open session comes back with a button
+	// that ends it and resets.
+	held := s.connect(t, "app@feature-login")
+	frow := `#branches tr[data-branch="feature-login"]`
+	step("reset refused", chromedp.Click(cd(frow+" button.reset")), chromedp.WaitVisible(cd("#failed button.force")))
+	if got := text("#failed"); !strings.Contains(got, "open sessions") || !strings.Contains(got, "end 1 session and reset") {
+		t.Fatalf("after a reset of a branch in use: %q", got)
+	}
+	step("force button", chromedp.Click(cd("#failed button.force")), chromedp.WaitNotPresent(cd("#failed")), chromedp.WaitVisible(cd("p.flash")))
+	if got := text("p.flash"); !strings.Contains(got, "reset --force feature-login") {
+		t.Fatalf("after the force button: %q", got)
+	}
+	if _, err := held.Exec(t.Context(), "SELECT 1"); err == nil {
+		t.Fatal("the session survived the forced reset")
+	}
+	if out, err := s.psql(t, "app@feature-login", "SELECT count(*) FROM items WHERE id = 5000"); err != nil || out != "0" {
+		t.Fatalf("feature-login after its reset: %q %v", out, err)
 	}
 	s.mustCLI("branch", "destroy", "feature-login")
 }
