@@ -30,6 +30,9 @@ type Info struct {
 	LastUsedAt  time.Time  `json:"last_used_at"`
 	ExpiresAt   *time.Time `json:"expires_at"`
 	Node        string     `json:"node,omitempty"` // the node that owns the branch in the catalog
+	// ServerView is, under a container runtime, the image and limits the
+	// branch's server starts with.
+	ServerView
 }
 
 // List describes every branch, by source and name. Owned bytes are measured now.
@@ -93,7 +96,11 @@ func (m *Manager) list(all bool) []Info {
 		ids = append(ids, r.ID)
 	}
 	m.mu.Unlock()
+	views, hasViews := m.serverViews()
 	for i := range out {
+		if hasViews {
+			out[i].ServerView = views.branch(out[i].Source, out[i].Name, out[i].CreatedAt)
+		}
 		if ids[i] == 0 {
 			continue
 		}

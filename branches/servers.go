@@ -37,6 +37,76 @@ type ServerLimits struct {
 	PIDs        *int64   `json:"pids,omitempty"`
 }
 
+// limitDefaulter is implemented by runtimes with limits of their own for servers
+// whose spec leaves one zero (serve's --branch-memory and the like).
+type limitDefaulter interface {
+	DefaultLimits() runtime.Limits
+}
+
+// ServerView is, under a container runtime, what a source's or a branch's server
+// starts with: its image and cgroup limits, each the branch's own, else its
+// source's, else the runtime's default (a branch's image is always its source's).
+// A running server keeps what it started with until its next start. The zero
+// value (no image, no limits) is what other runtimes show.
+type ServerView struct {
+	Image       string  `json:"image,omitempty"`
+	MemoryBytes int64   `json:"memory_bytes,omitempty"`
+	CPUs        float64 `json:"cpus,omitempty"`
+	PIDs        int64   `json:"pids,omitempty"`
+}
+
+// serverViews reads what listings show of sources' and branches' servers; ok is
+// false under a runtime that runs no images, or when the catalog does not answer
+// within holdersTimeout (logged), and the listing then shows none.
+func (m *Manager) serverViews() (_ serverViews, ok bool) {
+	c, ok := m.cfg.Runtime.(imageChecker)
+	if !ok {
+		return serverViews{}, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), holdersTimeout)
+	defer cancel()
+	t, err := m.cat.AllServerSettings(ctx)
+	if err != nil {
+		m.log.Warn("read server settings for a listing", zap.Error(err))
+		return serverViews{}, false
+	}
+	v := serverViews{table: t, image: c.DefaultImage()}
+	if d, ok := m.cfg.Runtime.(limitDefaulter); ok {
+		v.limits = d.DefaultLimits()
+	}
+	return v, true
+}
+
+// serverViews is every recorded server setting and the runtime's defaults.
+type serverViews struct {
+	table  catalog.ServerSettingsTable
+	image  string
+	limits runtime.Limits
+}
+
+// source is what the servers of source's branches with no limits of their own start with.
+func (v serverViews) source(source string) ServerView {
+	s := v.table.Of(source, "", time.Time{})
+	return ServerView{
+		Image:       cmp.Or(s.Image, v.image),
+		MemoryBytes: cmp.Or(s.MemoryBytes, v.limits.MemoryBytes),
+		CPUs:        cmp.Or(s.CPUs, v.limits.CPUs),
+		PIDs:        cmp.Or(s.PIDs, v.limits.PIDs),
+	}
+}
+
+// branch is what the server of a branch (of that creation time) starts with.
+func (v serverViews) branch(source, name string, created time.Time) ServerView {
+	src := v.source(source)
+	b := v.table.Of(source, name, created)
+	return ServerView{
+		Image:       src.Image,
+		MemoryBytes: cmp.Or(b.MemoryBytes, src.MemoryBytes),
+		CPUs:        cmp.Or(b.CPUs, src.CPUs),
+		PIDs:        cmp.Or(b.PIDs, src.PIDs),
+	}
+}
+
 // checkImage fails when the runtime runs images and image is not there.
 func (m *Manager) checkImage(ctx context.Context, image string) error {
 	if c, ok := m.cfg.Runtime.(imageChecker); ok {

@@ -2,9 +2,15 @@ package branches
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"maps"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
 )
 
 func TestCheckLimits(t *testing.T) {
@@ -42,5 +48,77 @@ func TestSetRefusedChangesNothing(t *testing.T) {
 	}
 	if b.rec.TTL != 0 {
 		t.Errorf("the refused set saved its TTL: %s", b.rec.TTL)
+	}
+}
+
+// imageRuntime is a container runtime as listings see it: its default image and limits.
+type imageRuntime struct {
+	runtime.Runtime
+	limits runtime.Limits
+}
+
+func (imageRuntime) CheckImage(context.Context, string) error { return nil }
+func (imageRuntime) DefaultImage() string                     { return "serve:15" }
+func (r imageRuntime) DefaultLimits() runtime.Limits          { return r.limits }
+
+// Listings show, under a container runtime, the image and limits each server
+// starts with: a branch's own limit, else its source's, else serve's; under
+// another runtime, none.
+func TestListServerViews(t *testing.T) {
+	t.Parallel()
+	m := newUnitManager(t, "")
+	ctx := context.Background()
+	m.sources["s"] = &sourceState{src: catalog.Source{Name: "s", Kind: "empty", Warm: -1}}
+	t0 := time.Now().UTC()
+	own := addStopped(t, m, "own", t0)
+	addStopped(t, m, "inherits", t0)
+	if err := m.cat.SetServerSettings(ctx, "s", "", time.Time{}, catalog.ServerSettings{Image: "pg:16", MemoryBytes: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.cat.SetServerSettings(ctx, "s", "own", own.rec.CreatedAt, catalog.ServerSettings{MemoryBytes: 256 << 20, PIDs: 50}); err != nil {
+		t.Fatal(err)
+	}
+	view := func() map[string]ServerView {
+		got := map[string]ServerView{}
+		for _, b := range m.List() {
+			got[b.Name] = b.ServerView
+		}
+		for _, s := range m.Sources() {
+			got["source "+s.Name] = s.ServerView
+		}
+		return got
+	}
+	if got := view(); got["own"] != (ServerView{}) || got["source s"] != (ServerView{}) {
+		t.Errorf("process runtime: %+v, want no image or limits", got)
+	}
+	if js, _ := json.Marshal(m.List()); strings.Contains(string(js), "image") || strings.Contains(string(js), "memory_bytes") {
+		t.Errorf("JSON under the process runtime: %s", js)
+	}
+
+	m.cfg.Runtime = imageRuntime{limits: runtime.Limits{CPUs: 2, PIDs: 500}}
+	want := map[string]ServerView{
+		"own":      {Image: "pg:16", MemoryBytes: 256 << 20, CPUs: 2, PIDs: 50},
+		"inherits": {Image: "pg:16", MemoryBytes: 1 << 30, CPUs: 2, PIDs: 500},
+		"source s": {Image: "pg:16", MemoryBytes: 1 << 30, CPUs: 2, PIDs: 500},
+	}
+	if got := view(); !maps.Equal(got, want) {
+		t.Errorf("docker runtime:\n got %+v\nwant %+v", got, want)
+	}
+	// The admin API's JSON (branch ls --json) has them as fields of the branch.
+	for _, b := range m.List() {
+		if b.Name != "own" {
+			continue
+		}
+		js, _ := json.Marshal(b)
+		if !strings.Contains(string(js), `"image":"pg:16","memory_bytes":268435456,"cpus":2,"pids":50}`) {
+			t.Errorf("JSON of a branch: %s", js)
+		}
+	}
+	// A source recorded with no image (added under another runtime) runs serve's.
+	if err := m.cat.SetServerSettings(ctx, "s", "", time.Time{}, catalog.ServerSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := view()["inherits"]; got != (ServerView{Image: "serve:15", CPUs: 2, PIDs: 500}) {
+		t.Errorf("source with no settings: %+v", got)
 	}
 }

@@ -53,6 +53,9 @@ type SourceInfo struct {
 	// Nodes, on a node of several, are the nodes that hold the current seed (its
 	// builder and the nodes with a copy), where fronts place new branches.
 	Nodes []string `json:"nodes,omitempty"`
+	// ServerView is, under a container runtime, the image of the source's
+	// seeds and servers, and the limits of its branches' servers that set none.
+	ServerView
 }
 
 // AddSource records a source and builds and settles its first seed, reporting steps
@@ -400,6 +403,11 @@ func (m *Manager) Sources() []SourceInfo {
 		out = append(out, m.sourceInfo(n))
 	}
 	m.addSeedHolders(out)
+	if views, ok := m.serverViews(); ok {
+		for i := range out {
+			out[i].ServerView = views.source(out[i].Name)
+		}
+	}
 	return out
 }
 

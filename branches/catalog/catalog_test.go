@@ -667,6 +667,46 @@ func TestPatchServerSettings(t *testing.T) {
 	})
 }
 
+// TestAllServerSettings: the settings read at once are those ServerSettingsOf
+// reads one by one, a branch's only for the branch of that creation time.
+func TestAllServerSettings(t *testing.T) {
+	eachBackend(t, func(t *testing.T, bk backend) {
+		ctx := context.Background()
+		c, _ := bk.open(t)
+		created := time.Unix(100, 5)
+		src := catalog.ServerSettings{Image: "pg:16", MemoryBytes: 1 << 30, CPUs: 0.5, PIDs: 100}
+		br := catalog.ServerSettings{MemoryBytes: 256 << 20}
+		if err := c.SetServerSettings(ctx, "a", "", time.Time{}, src); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetServerSettings(ctx, "a", "b", created, br); err != nil {
+			t.Fatal(err)
+		}
+		all, err := c.AllServerSettings(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			source, branch string
+			created        time.Time
+			want           catalog.ServerSettings
+		}{
+			{"a", "", time.Time{}, src},
+			{"a", "b", created, br},
+			{"a", "b", created.Add(time.Second), catalog.ServerSettings{}}, // a later branch of the name
+			{"a", "c", created, catalog.ServerSettings{}},
+			{"z", "", time.Time{}, catalog.ServerSettings{}},
+		} {
+			if got := all.Of(tc.source, tc.branch, tc.created); got != tc.want {
+				t.Errorf("Of(%q, %q, %v) = %+v, want %+v", tc.source, tc.branch, tc.created, got, tc.want)
+			}
+			if one, err := c.ServerSettingsOf(ctx, tc.source, tc.branch, tc.created); err != nil || one != tc.want {
+				t.Errorf("ServerSettingsOf(%q, %q) = %+v, %v", tc.source, tc.branch, one, err)
+			}
+		}
+	})
+}
+
 // TestFreeTextStored: free text with NUL bytes and invalid UTF-8 (a reason, an
 // error message, an audit entry) is stored by both backends alike, cleaned: NUL
 // bytes dropped, invalid sequences replaced, instead of Postgres refusing it.

@@ -68,6 +68,46 @@ func (c *Catalog) ServerSettingsOf(ctx context.Context, source, branch string, b
 	return s, err
 }
 
+// ServerSettingsTable is the settings of every source and branch, as
+// AllServerSettings read them at once. The zero value is empty.
+type ServerSettingsTable map[serverSettingsKey]ServerSettings
+
+type serverSettingsKey struct {
+	source, branch string
+	created        int64
+}
+
+// Of returns the settings of a source (branch "") or a branch, as ServerSettingsOf
+// would have; the zero value when there are none.
+func (t ServerSettingsTable) Of(source, branch string, branchCreated time.Time) ServerSettings {
+	created := int64(0)
+	if branch != "" {
+		created = unixNano(branchCreated)
+	}
+	return t[serverSettingsKey{source, branch, created}]
+}
+
+// AllServerSettings reads the settings of every source and branch in one query,
+// for a listing of them all.
+func (c *Catalog) AllServerSettings(ctx context.Context) (_ ServerSettingsTable, err error) {
+	defer c.check(&err)
+	rows, err := c.query(ctx, `SELECT source, branch, branch_created, image, memory_bytes, cpus, pids FROM server_settings`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	t := ServerSettingsTable{}
+	for rows.Next() {
+		var k serverSettingsKey
+		var s ServerSettings
+		if err := rows.Scan(&k.source, &k.branch, &k.created, &s.Image, &s.MemoryBytes, &s.CPUs, &s.PIDs); err != nil {
+			return nil, err
+		}
+		t[k] = s
+	}
+	return t, rows.Err()
+}
+
 // ServerSettingsPatch changes some of a branch's limits; a nil field keeps the
 // recorded value.
 type ServerSettingsPatch struct {

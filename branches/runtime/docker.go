@@ -342,3 +342,6 @@ func (c *ctr) kill(sig string) {
 
 // DefaultImage is the image of servers whose spec names none (Config.Image).
 func (d *Docker) DefaultImage() string { return d.cfg.Image }
+
+// DefaultLimits are the limits of servers whose spec leaves them zero (Config.Limits).
+func (d *Docker) DefaultLimits() Limits { return d.cfg.Limits }
