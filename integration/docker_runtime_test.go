@@ -2,12 +2,15 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches"
 )
 
 // dockerServer starts serve with the Docker runtime whatever INTEGRATION_RUNTIME says.
@@ -70,7 +73,8 @@ func TestDockerMemoryLimit(t *testing.T) {
 
 // TestDockerTwoImages: two sources on two images side by side; each source's branch
 // servers run in its own image. Only PostgreSQL 15 is installable here, so the second
-// image is a second tag of the same root filesystem.
+// image is a second tag of the same root filesystem. branch ls and source ls show
+// the image of each, and a branch's limits.
 func TestDockerTwoImages(t *testing.T) {
 	cli := dockerClient(t)
 	ctx := context.Background()
@@ -97,6 +101,24 @@ func TestDockerTwoImages(t *testing.T) {
 	}
 	if images["one"] != dockerImage() || images["two"] != second {
 		t.Errorf("images of the branch servers by source: %v", images)
+	}
+	// branch ls and source ls show each one's image, and limits where set.
+	s.mustCLI("branch", "set", "b", "--source", "two", "--branch-cpus", "0.5")
+	var list []branchInfo
+	if err := json.Unmarshal([]byte(s.mustCLI("branch", "ls", "--json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]branches.ServerView{"one": {Image: dockerImage()}, "two": {Image: second, CPUs: 0.5}}
+	for _, b := range list {
+		if b.ServerView != want[b.Source] {
+			t.Errorf("branch ls --json: %s/%s has %+v, want %+v", b.Source, b.Name, b.ServerView, want[b.Source])
+		}
+	}
+	if out := s.mustCLI("branch", "ls"); !strings.Contains(out, "IMAGE") || !strings.Contains(out, second) || !strings.Contains(out, "cpus=0.5") {
+		t.Errorf("branch ls:\n%s", out)
+	}
+	if out := s.mustCLI("source", "ls"); !strings.Contains(out, "IMAGE") || !strings.Contains(out, second) || strings.Contains(out, "LIMITS") {
+		t.Errorf("source ls (no source limits):\n%s", out)
 	}
 	if _, err := s.cli("source", "add", "bad", "--empty", "--image", "pgbranchproxy/no-such-image:1"); err == nil {
 		t.Error("source add with a missing image succeeded")

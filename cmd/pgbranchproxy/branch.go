@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -42,20 +43,7 @@ func newBranchLs(g *globalFlags) *cobra.Command {
 			if asJSON {
 				return printJSON(out)
 			}
-			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			hdr := "SOURCE\tNAME\tSTATE\tCOW\tSESSIONS\tLAST USED"
-			if usage {
-				hdr += "\tOWNED MiB"
-			}
-			fmt.Fprintln(tw, hdr)
-			for _, b := range out {
-				line := fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s", b.Source, b.Name, b.State, b.CowMode, b.Sessions, ago(b.LastUsedAt))
-				if usage {
-					line += fmt.Sprintf("\t%.1f", float64(b.OwnedBytes)/(1<<20))
-				}
-				fmt.Fprintln(tw, line)
-			}
-			if err := tw.Flush(); err != nil {
+			if err := writeBranchTable(os.Stdout, out, usage); err != nil {
 				return err
 			}
 			for _, b := range out {
@@ -70,6 +58,30 @@ func newBranchLs(g *globalFlags) *cobra.Command {
 	cmd.Flags().BoolVar(&usage, "usage", false, "show the MiB each branch owns")
 	cmd.Flags().BoolVar(&all, "all", false, "list warm pool members too (state pooled)")
 	return cmd
+}
+
+// writeBranchTable writes branch ls's table: with usage, each branch's owned
+// MiB; under a container runtime, its server's image and limits.
+func writeBranchTable(w io.Writer, out []branches.Info, usage bool) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	views := make([]branches.ServerView, len(out))
+	for i, b := range out {
+		views[i] = b.ServerView
+	}
+	image, limits := serverColumns(views)
+	hdr := "SOURCE\tNAME\tSTATE\tCOW\tSESSIONS\tLAST USED"
+	if usage {
+		hdr += "\tOWNED MiB"
+	}
+	fmt.Fprintln(tw, hdr+serverHeader(image, limits))
+	for _, b := range out {
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s", b.Source, b.Name, b.State, b.CowMode, b.Sessions, ago(b.LastUsedAt))
+		if usage {
+			line += fmt.Sprintf("\t%.1f", float64(b.OwnedBytes)/(1<<20))
+		}
+		fmt.Fprintln(tw, line+serverCells(b.ServerView, image, limits))
+	}
+	return tw.Flush()
 }
 
 func ago(t time.Time) string {

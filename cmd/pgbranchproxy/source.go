@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -118,25 +119,37 @@ func newSourceLs(g *globalFlags) *cobra.Command {
 			if asJSON {
 				return json.NewEncoder(os.Stdout).Encode(out)
 			}
-			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			nodes := slices.ContainsFunc(out, func(s branches.SourceInfo) bool { return len(s.Nodes) > 0 })
-			head := "NAME\tKIND\tGENERATION\tPG\tDATABASES\tBRANCHES"
-			if nodes {
-				head += "\tSEED ON NODES"
-			}
-			fmt.Fprintln(tw, head)
-			for _, s := range out {
-				line := fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%d", s.Name, s.Kind, s.Generation, s.PGVersion, strings.Join(s.Databases, ","), s.Branches)
-				if nodes {
-					line += "\t" + orDash(strings.Join(s.Nodes, ","))
-				}
-				fmt.Fprintln(tw, line)
-			}
-			return tw.Flush()
+			return writeSourceTable(os.Stdout, out)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// writeSourceTable writes source ls's table: on a node of several, the nodes that
+// hold each seed; under a container runtime, the image of each source and the
+// limits its branches' servers get unless they set their own.
+func writeSourceTable(w io.Writer, out []branches.SourceInfo) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	nodes := slices.ContainsFunc(out, func(s branches.SourceInfo) bool { return len(s.Nodes) > 0 })
+	views := make([]branches.ServerView, len(out))
+	for i, s := range out {
+		views[i] = s.ServerView
+	}
+	image, limits := serverColumns(views)
+	head := "NAME\tKIND\tGENERATION\tPG\tDATABASES\tBRANCHES"
+	if nodes {
+		head += "\tSEED ON NODES"
+	}
+	fmt.Fprintln(tw, head+serverHeader(image, limits))
+	for _, s := range out {
+		line := fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%d", s.Name, s.Kind, s.Generation, s.PGVersion, strings.Join(s.Databases, ","), s.Branches)
+		if nodes {
+			line += "\t" + orDash(strings.Join(s.Nodes, ","))
+		}
+		fmt.Fprintln(tw, line+serverCells(s.ServerView, image, limits))
+	}
+	return tw.Flush()
 }
 
 func newSourceRm(g *globalFlags) *cobra.Command {
