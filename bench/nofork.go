@@ -236,7 +236,9 @@ func concurrentFirstQueries(ctx context.Context, n int, dsn func(int) string) ([
 	return out, nil
 }
 
-// connectPerTxn runs pgbench -C -S against PgBouncer and both proxies, rotated by round.
+// connectPerTxn runs pgbench -C -S against PgBouncer and both proxies, rotated by
+// round, over TCP, and against PgBouncer and the proxy with reuse over their unix
+// sockets.
 func connectPerTxn(ctx context.Context, e *env, warm, cold *proxyServer, bouncer *pgbouncer, d *dataset, rep *report) error {
 	cfg := e.cfg
 	for _, p := range []*proxyServer{warm, cold} {
@@ -245,7 +247,8 @@ func connectPerTxn(ctx context.Context, e *env, warm, cold *proxyServer, bouncer
 		}
 	}
 	paths := []path{{"proxy_reuse", warm.dsn(d.name + "@pgbench-c")}, {"proxy_no_reuse", cold.dsn(d.name + "@pgbench-c")},
-		{"pgbouncer", bouncer.dsn(d.name)}, {"direct_tcp", d.plain.tcpDSN(d.name)}}
+		{"pgbouncer", bouncer.dsn(d.name)}, {"direct_tcp", d.plain.tcpDSN(d.name)},
+		{"proxy_reuse_unix", warm.unixDSN(d.name + "@pgbench-c")}, {"pgbouncer_unix", bouncer.unixDSN(d.name)}}
 	tps := make([][]float64, len(paths))
 	for r := range cfg.rounds + 1 {
 		for _, i := range rotation(len(paths), r) {
@@ -268,6 +271,7 @@ func connectPerTxn(ctx context.Context, e *env, warm, cold *proxyServer, bouncer
 	}
 	rep.series("connect_per_txn_ratio/proxy_reuse_vs_pgbouncer", "ratio", pairedRatios(tps[0], tps[2]), "paired by round")
 	rep.series("connect_per_txn_ratio/proxy_no_reuse_vs_pgbouncer", "ratio", pairedRatios(tps[1], tps[2]), "paired by round")
+	rep.series("connect_per_txn_ratio/proxy_reuse_vs_pgbouncer_unix", "ratio", pairedRatios(tps[4], tps[5]), "both over their unix sockets, paired by round")
 	return nil
 }
 

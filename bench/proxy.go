@@ -19,6 +19,7 @@ type proxyServer struct {
 	e      *env
 	state  string
 	addr   string
+	sock   string // the --unix-socket-dir
 	lazyrw bool
 	proc   *proc
 }
@@ -30,8 +31,13 @@ func (e *env) startProxy(ctx context.Context, state string, lazyrw bool, extra .
 	if err != nil {
 		return nil, err
 	}
-	p := &proxyServer{e: e, state: state, addr: "127.0.0.1:" + strconv.Itoa(port), lazyrw: lazyrw}
-	args := []string{"--state-dir", state, "serve", "--listen", p.addr, "--auth", "trust", "--shim", e.shim, "--log-level", "warn"}
+	p := &proxyServer{e: e, state: state, addr: "127.0.0.1:" + strconv.Itoa(port), lazyrw: lazyrw,
+		sock: filepath.Join(filepath.Dir(state), filepath.Base(state)+"-sock")}
+	if err := os.MkdirAll(p.sock, 0o755); err != nil {
+		return nil, err
+	}
+	args := []string{"--state-dir", state, "serve", "--listen", p.addr, "--auth", "trust", "--shim", e.shim, "--log-level", "warn",
+		"--unix-socket-dir", p.sock}
 	if !lazyrw {
 		args = append(args, "--lazyrw=off")
 	}
@@ -85,6 +91,12 @@ func (p *proxyServer) stop() error {
 func (p *proxyServer) dsn(db string) string {
 	host, port, _ := net.SplitHostPort(p.addr)
 	return fmt.Sprintf("host=%s port=%s user=postgres dbname=%s sslmode=disable", host, port, db)
+}
+
+// unixDSN connects to db through the proxy's unix socket.
+func (p *proxyServer) unixDSN(db string) string {
+	_, port, _ := net.SplitHostPort(p.addr)
+	return fmt.Sprintf("host=%s port=%s user=postgres dbname=%s", p.sock, port, db)
 }
 
 // cli runs a CLI subcommand against this server and returns its output.

@@ -127,12 +127,14 @@ func (s *pgServer) tcpDSN(db string) string {
 // pgbouncer is a PgBouncer in session mode in front of one pgServer, on a loopback
 // port, run as the postgres OS user with its own configuration.
 type pgbouncer struct {
-	port int
-	proc *proc
+	port    int
+	sockDir string // its unix socket's directory
+	proc    *proc
 }
 
 // startPgbouncer runs PgBouncer in front of target, reaching it over its unix
-// socket as the proxy reaches a branch.
+// socket as the proxy reaches a branch; it takes clients on a loopback port and on a
+// unix socket in its directory.
 func (e *env) startPgbouncer(ctx context.Context, target *pgServer) (*pgbouncer, error) {
 	dir := filepath.Join(e.root, "pgbouncer")
 	if err := e.mkdirPG(dir); err != nil {
@@ -147,7 +149,7 @@ func (e *env) startPgbouncer(ctx context.Context, target *pgServer) (*pgbouncer,
 [pgbouncer]
 listen_addr = 127.0.0.1
 listen_port = %d
-unix_socket_dir =
+unix_socket_dir = %s
 auth_type = trust
 auth_file = %s
 pool_mode = session
@@ -155,7 +157,7 @@ max_client_conn = 200
 default_pool_size = 40
 logfile = %s
 ignore_startup_parameters = extra_float_digits
-`, target.sockDir, target.port, port, filepath.Join(dir, "userlist.txt"), filepath.Join(dir, "pgbouncer.log"))
+`, target.sockDir, target.port, port, dir, filepath.Join(dir, "userlist.txt"), filepath.Join(dir, "pgbouncer.log"))
 	for name, body := range map[string]string{"pgbouncer.ini": ini, "userlist.txt": "\"postgres\" \"\"\n"} {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
@@ -165,7 +167,7 @@ ignore_startup_parameters = extra_float_digits
 			return nil, err
 		}
 	}
-	b := &pgbouncer{port: port}
+	b := &pgbouncer{port: port, sockDir: dir}
 	b.proc, err = startProc("pgbouncer", &e.pgUser, []string{"PATH=/usr/bin:/bin", "HOME=/"}, syscall.SIGINT,
 		e.logPath("pgbouncer-stdout"), e.pgbouncerBin, filepath.Join(dir, "pgbouncer.ini"))
 	if err != nil {
@@ -182,6 +184,11 @@ ignore_startup_parameters = extra_float_digits
 
 func (b *pgbouncer) dsn(db string) string {
 	return fmt.Sprintf("host=127.0.0.1 port=%d user=postgres dbname=%s sslmode=disable", b.port, db)
+}
+
+// unixDSN connects to db through PgBouncer's unix socket.
+func (b *pgbouncer) unixDSN(db string) string {
+	return fmt.Sprintf("host=%s port=%d user=postgres dbname=%s", b.sockDir, b.port, db)
 }
 
 func (b *pgbouncer) stop() error {
