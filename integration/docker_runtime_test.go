@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/image"
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
 )
 
@@ -82,6 +83,11 @@ func TestDockerTwoImages(t *testing.T) {
 	if err := cli.ImageTag(ctx, dockerImage(), second); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { // the tag only: the image keeps its first
+		if _, err := cli.ImageRemove(context.Background(), second, image.RemoveOptions{}); err != nil {
+			t.Errorf("remove tag %s: %v", second, err)
+		}
+	})
 	s := dockerServer(t, newStateDir(t))
 	for _, src := range []struct{ name, image string }{{"one", dockerImage()}, {"two", second}} {
 		f := filepath.Join(filepath.Dir(s.state), src.name+".sql")
