@@ -123,10 +123,11 @@ type Manager struct {
 	ownedTotal int64                         // as of the last reaper pass
 	forks      forkState                     // fork_stopped.go
 
-	proxyAddr atomic.Pointer[string] // where clients connect, for connection strings
-	peerAddr  atomic.Pointer[string] // where other nodes fetch this node's seeds
-	lock      *os.File               // the state directory's lock (statelock.go)
-	disown    func()                 // gives up the catalog (catalog.Own)
+	proxyAddr   atomic.Pointer[string] // where clients connect, for connection strings
+	proxySocket atomic.Pointer[string] // the proxy's unix socket, if it has one
+	peerAddr    atomic.Pointer[string] // where other nodes fetch this node's seeds
+	lock        *os.File               // the state directory's lock (statelock.go)
+	disown      func()                 // gives up the catalog (catalog.Own)
 }
 
 type key struct{ source, name string }
@@ -388,17 +389,18 @@ func (m *Manager) now() time.Time { return time.Now().UTC() }
 // ServerInfo describes how this manager runs branches.
 type ServerInfo struct {
 	StateDir   string `json:"state_dir"`
-	CopyUpMode string `json:"copy_up_mode"`        // "copy" or "clone"
-	LazyRW     bool   `json:"lazyrw"`              // the shim is configured (each branch reports what it got)
-	Listen     string `json:"listen"`              // the proxy's listen address ("" before it listens)
-	Node       string `json:"node"`                // this server's node id in the catalog: the state directory's id
-	NodeEpoch  int64  `json:"node_epoch"`          // +1 at every start
-	NodeLost   bool   `json:"node_lost,omitempty"` // the catalog found the registration gone: branches stopped, restart serve
+	CopyUpMode string `json:"copy_up_mode"`          // "copy" or "clone"
+	LazyRW     bool   `json:"lazyrw"`                // the shim is configured (each branch reports what it got)
+	Listen     string `json:"listen"`                // the proxy's listen address ("" before it listens)
+	UnixSocket string `json:"unix_socket,omitempty"` // the proxy's unix socket (--unix-socket-dir), if any
+	Node       string `json:"node"`                  // this server's node id in the catalog: the state directory's id
+	NodeEpoch  int64  `json:"node_epoch"`            // +1 at every start
+	NodeLost   bool   `json:"node_lost,omitempty"`   // the catalog found the registration gone: branches stopped, restart serve
 }
 
 // Info describes how this manager runs branches.
 func (m *Manager) Info() ServerInfo {
 	node, epoch, _ := m.cat.Registration()
 	return ServerInfo{StateDir: m.cfg.StateDir, CopyUpMode: m.usage.Mode, LazyRW: m.cfg.ShimPath != "", Listen: m.ProxyAddr(),
-		Node: node, NodeEpoch: epoch, NodeLost: m.cat.NodeLost()}
+		UnixSocket: m.ProxySocket(), Node: node, NodeEpoch: epoch, NodeLost: m.cat.NodeLost()}
 }

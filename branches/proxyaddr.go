@@ -16,6 +16,18 @@ func (m *Manager) ProxyAddr() string {
 	return ""
 }
 
+// SetProxySocket records the path of the proxy's unix socket, which the admin API
+// reports. Safe for concurrent use.
+func (m *Manager) SetProxySocket(path string) { m.proxySocket.Store(&path) }
+
+// ProxySocket is the path given to SetProxySocket, or "".
+func (m *Manager) ProxySocket() string {
+	if p := m.proxySocket.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
 // SetPeerAddr records where other nodes fetch this node's seeds (the peer
 // listener), which the heartbeat writes into the catalog. Safe for concurrent use.
 func (m *Manager) SetPeerAddr(addr string) {

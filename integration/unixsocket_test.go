@@ -31,6 +31,9 @@ func TestUnixSocket(t *testing.T) {
 	if st, err := os.Stat(sock); err != nil || st.Mode().Perm() != 0o777 {
 		t.Fatalf("socket %s: %v %v, want mode 0777", sock, st, err)
 	}
+	if info := s.mustCLI("info"); !strings.Contains(info, `"unix_socket": "`+sock+`"`) {
+		t.Errorf("info does not name the socket %s:\n%s", sock, info)
+	}
 	local := func(db string, extra ...string) string {
 		return strings.Join(append([]string{"host=" + dir, "port=" + port, "user=postgres", "dbname=" + db}, extra...), " ")
 	}

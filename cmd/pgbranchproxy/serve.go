@@ -355,6 +355,9 @@ func serve(g *globalFlags, f *serveFlags) error {
 		return err
 	}
 	mgr.SetProxyAddr(cmpOr(f.advertise, lns[0].Addr().String()))
+	if len(lns) > 1 {
+		mgr.SetProxySocket(lns[1].Addr().String())
+	}
 	log.Info("pgbranchproxy ready", zap.String("listen", lns[0].Addr().String()), zap.String("state_dir", stateDir),
 		zap.String("admin", adminSock), zap.Bool("lazyrw", shim != ""), unixSocketField(lns))
 	err = serveUntilDone(ctx, stop, px, lns, mgr.Restart(), log)
