@@ -3,6 +3,8 @@ package branches
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
@@ -11,7 +13,7 @@ import (
 
 // CreateOptions are the settings of a branch created through the admin API.
 type CreateOptions struct {
-	Source    string        // "" picks the only source
+	Source    string        // "" picks the only source, else the only one not seeded from a branch
 	From      string        // parent branch; "" for the seed
 	TTL       time.Duration // 0: the server's default
 	Quota     int64         // 0: the server's default
@@ -226,7 +228,10 @@ func (m *Manager) sourceOfBranch(source, name string) (string, error) {
 	return "", fmt.Errorf("%w: branch %q exists in several sources %v: name one with --source", ErrInvalid, name, found)
 }
 
-// pickSource returns name if it exists, or the only source when name is "".
+// pickSource returns name if it exists; when name is "", the only source, else the
+// only one not seeded from a branch (as the proxy routes a database several sources
+// have: a template of migrations, as pgbranchtest makes, is not where new branches
+// go unless named).
 func (m *Manager) pickSource(name string) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -236,13 +241,25 @@ func (m *Manager) pickSource(name string) (string, error) {
 		}
 		return name, nil
 	}
-	if len(m.sources) == 1 {
-		for n := range m.sources {
-			return n, nil
-		}
-	}
 	if len(m.sources) == 0 {
 		return "", fmt.Errorf("no sources: %w", ErrNotFound)
 	}
-	return "", fmt.Errorf("%w: several sources exist: name one with --source", ErrInvalid)
+	var all, own []string
+	for n, s := range m.sources {
+		all = append(all, n)
+		if s.src.Kind != KindBranch {
+			own = append(own, n)
+		}
+	}
+	switch {
+	case len(all) == 1:
+		return all[0], nil
+	case len(own) == 1:
+		return own[0], nil
+	}
+	if len(own) > 1 {
+		all = own
+	}
+	slices.Sort(all)
+	return "", fmt.Errorf("%w: several sources exist (%s): name one with --source", ErrInvalid, strings.Join(all, ", "))
 }

@@ -237,8 +237,8 @@ func resolveTarget(ctx context.Context, c *client, g *globalFlags, name string, 
 			}
 		}
 	}
-	if source == "" && len(sources) == 1 {
-		source = sources[0].Name
+	if source == "" {
+		source = onlySource(sources)
 	}
 	if len(sources) == 0 && source != "" {
 		sources = []branches.SourceInfo{{Name: source, Database: source}}
@@ -284,6 +284,25 @@ func resolveTarget(ctx context.Context, c *client, g *globalFlags, name string, 
 		t.Port, _ = strconv.Atoi(port)
 	}
 	return t, nil
+}
+
+// onlySource is the source a branch without one is created in, as the server picks
+// it: the only source, else the only one not seeded from a branch (a template of
+// migrations); "" when that does not decide.
+func onlySource(sources []branches.SourceInfo) string {
+	if len(sources) == 1 {
+		return sources[0].Name
+	}
+	own := ""
+	for _, s := range sources {
+		if s.Kind != branches.KindBranch {
+			if own != "" {
+				return ""
+			}
+			own = s.Name
+		}
+	}
+	return own
 }
 
 // defaultDatabase is the source's database, else its only user database, else postgres.

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches"
 )
 
 func TestConnectionStrings(t *testing.T) {
@@ -68,5 +70,30 @@ func TestExitCodes(t *testing.T) {
 	root.SetOut(new(strings.Builder))
 	if err := root.Execute(); err != nil {
 		t.Errorf("a group alone prints its help: %v", err)
+	}
+}
+
+// TestOnlySource: without --source, branch url and create --output print the source
+// the server creates a branch in: the only one, else the only one not seeded from a
+// branch (a template of migrations does not make the server's own source ambiguous).
+func TestOnlySource(t *testing.T) {
+	app := branches.SourceInfo{Name: "app", Kind: "sql"}
+	crm := branches.SourceInfo{Name: "crm", Kind: "dump"}
+	tpl := branches.SourceInfo{Name: "pgbt-1", Kind: branches.KindBranch}
+	tpl2 := branches.SourceInfo{Name: "pgbt-2", Kind: branches.KindBranch}
+	for _, c := range []struct {
+		sources []branches.SourceInfo
+		want    string
+	}{
+		{nil, ""},
+		{[]branches.SourceInfo{app}, "app"},
+		{[]branches.SourceInfo{tpl}, "pgbt-1"},
+		{[]branches.SourceInfo{tpl, app, tpl2}, "app"},
+		{[]branches.SourceInfo{app, crm, tpl}, ""},
+		{[]branches.SourceInfo{tpl, tpl2}, ""},
+	} {
+		if got := onlySource(c.sources); got != c.want {
+			t.Errorf("onlySource(%v) = %q, want %q", c.sources, got, c.want)
+		}
 	}
 }
