@@ -102,6 +102,9 @@ func newBranchSet(g *globalFlags) *cobra.Command {
 		Short: "Change a branch's TTL, quota, ephemeral mark or server limits (limits apply from its next start)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkExistingName(args[0]); err != nil {
+				return err
+			}
 			var s branches.Settings
 			if cmd.Flags().Changed("ttl") {
 				t := branches.TTL(ttl)
@@ -123,7 +126,7 @@ func newBranchSet(g *globalFlags) *cobra.Command {
 				s.PIDs = &limits.PIDs
 			}
 			if s.TTL == nil && s.Quota == nil && s.Ephemeral == nil && s.ServerLimits == (branches.ServerLimits{}) {
-				return fmt.Errorf("give --ttl, --quota, --ephemeral, --branch-memory, --branch-cpus or --branch-pids")
+				return usageErrorf("give --ttl, --quota, --ephemeral, --branch-memory, --branch-cpus or --branch-pids")
 			}
 			path := "/v1/branches/" + url.PathEscape(args[0])
 			if source != "" {
@@ -149,6 +152,9 @@ func branchAction(g *globalFlags, verb, short, method, suffix string) *cobra.Com
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkExistingName(args[0]); err != nil {
+				return err
+			}
 			path := "/v1/branches/" + url.PathEscape(args[0]) + suffix + branchOpQuery(source, force)
 			return forceHint(newClient(g).call(cmd.Context(), method, path, nil, nil), force)
 		},

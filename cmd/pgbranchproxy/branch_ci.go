@@ -37,8 +37,8 @@ func (f *connFlags) register(cmd *cobra.Command) {
 // line-based output (env lines, a step's output) can carry: a line break in a
 // password would start a line of its own, setting a variable of its choosing.
 func (f *connFlags) check(name string) error {
-	if !router.ValidBranchName(name) {
-		return usageErrorf("invalid branch name %q: %s", name, router.BranchNameHint)
+	if err := checkBranchName(name); err != nil {
+		return err
 	}
 	for flag, v := range map[string]string{"--source": f.source, "--host": f.host, "--user": f.user, "--password": f.password, "--database": f.database} {
 		if strings.ContainsAny(v, "\r\n\x00") {
@@ -46,6 +46,25 @@ func (f *connFlags) check(name string) error {
 		}
 	}
 	return nil
+}
+
+// checkBranchName refuses, as a usage error, a branch name the server would refuse:
+// no branch has it, and a CI job that passes a git branch's name (feature/x) must
+// hear so rather than "not found", or nothing at all from destroy --if-exists.
+func checkBranchName(name string) error {
+	if !router.ValidBranchName(name) {
+		return usageErrorf("invalid branch name %q: %s", name, router.BranchNameHint)
+	}
+	return nil
+}
+
+// checkExistingName is checkBranchName for commands on a branch that exists, which
+// may also be a member of a warm pool (_pool-…, as branch ls --all lists it).
+func checkExistingName(name string) error {
+	if member, ok := strings.CutPrefix(name, "_pool-"); ok && router.ValidBranchName(member) {
+		return nil
+	}
+	return checkBranchName(name)
 }
 
 // BranchResult is what `branch create --output json` prints.
@@ -164,6 +183,9 @@ func newBranchDestroy(g *globalFlags) *cobra.Command {
 		Short: "Destroy a branch and its data",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkExistingName(args[0]); err != nil {
+				return err
+			}
 			path := "/v1/branches/" + url.PathEscape(args[0]) + branchOpQuery(source, force)
 			c := newClient(g)
 			err := c.call(cmd.Context(), http.MethodDelete, path, nil, nil)

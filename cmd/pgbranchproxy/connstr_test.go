@@ -57,6 +57,13 @@ func TestExitCodes(t *testing.T) {
 		{"token", "rm", "x", "y"}, // an extra argument
 		{"branch", "url", "PR 1"}, // a name the server would refuse
 		{"branch", "create", "pr-1", "--user", "a\nPGHOST=x"}, // a value that would start a line of its own
+		// A git branch's name, where a job meant a slug of it: refused, not "not
+		// found" (and not done, for destroy --if-exists).
+		{"branch", "destroy", "feature/ABC-12_x", "--if-exists"},
+		{"branch", "reset", "Feature-1"},
+		{"branch", "stop", ".."},
+		{"branch", "set", "pr/1", "--ttl", "1h"},
+		{"branch", "set", "pr-1"}, // nothing to set
 	} {
 		root := newRoot()
 		root.SetArgs(append([]string{"--state-dir", t.TempDir()}, args...))
