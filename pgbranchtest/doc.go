@@ -10,7 +10,8 @@
 // URL names the branch after the test (plus a random part), creates it ephemeral
 // (destroyed when its last session ends) and holds one session on it until the test
 // ends. When the test passed that session closes and the branch goes; when it failed
-// the branch is kept for an hour (WithKeepFor) and its connection string is logged.
+// the branch is kept for an hour (WithKeepFor) and its connection string is logged
+// (with the password, if PGBRANCH_URL has one, written xxxxx).
 // A test that panics is not one of them: Go runs its cleanups before it records the
 // panic, so they see a test that has not failed, and its branch goes; fail with
 // t.Fatal or t.Error to keep it.

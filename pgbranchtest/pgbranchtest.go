@@ -73,7 +73,7 @@ func newConfig(opts []Option) config {
 // URL returns a connection string for a new branch of the test's own, reached
 // through the proxy: usable with database/sql (pgx's stdlib), pgx.Connect and
 // pgxpool.New. The branch is destroyed after the test when it passed, and kept
-// (and its connection string logged) when it failed. URL calls t.Fatal when the
+// (and its connection string logged, without the password) when it failed. URL calls t.Fatal when the
 // branch cannot be made.
 func URL(t testing.TB, opts ...Option) string {
 	t.Helper()
@@ -85,7 +85,7 @@ func URL(t testing.TB, opts ...Option) string {
 		t.Fatalf("pgbranchtest: %v", err)
 	}
 	name := BranchName(t.Name())
-	kept := branchURL(base, database, name, source, false)
+	kept := redacted(branchURL(base, database, name, source, false))
 	u := branchURL(base, database, name, source, true)
 	// One session of our own holds the ephemeral branch until the test's other
 	// cleanups (closing its pools) have run, so a failed test's branch can be kept.
@@ -190,4 +190,22 @@ func branchURL(base *url.URL, database, branch, source string, ephemeral bool) s
 	}
 	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
 	return u.String()
+}
+
+// redacted is the connection string u without its password (in the user part or
+// the query), for a test log that CI may publish: whoever reads it to connect has
+// the password already.
+func redacted(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	if _, has := p.User.Password(); has {
+		p.User = url.UserPassword(p.User.Username(), "xxxxx")
+	}
+	if q := p.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		p.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
+	}
+	return p.String()
 }
