@@ -28,6 +28,7 @@ type config struct {
 	migrate    MigrateFunc
 	hash       string
 	timeout    time.Duration
+	needAdmin  bool // the caller cannot do without the admin API (Warm)
 }
 
 // WithProxyURL is the proxy's connection string (default: $PGBRANCH_URL), a URL
@@ -139,14 +140,15 @@ func (c *config) resolve(ctx context.Context) (base *url.URL, database, source s
 }
 
 // pickSource returns the configured source, else the only source with database that
-// is not a template, else "" (the proxy decides) when the admin API cannot tell.
+// is not a template, else "" (the proxy decides) when the admin API cannot tell and
+// the caller needs it for nothing else.
 func (c *config) pickSource(ctx context.Context, admin *adminClient, database string) (string, error) {
 	if c.source != "" {
 		return c.source, nil
 	}
 	sources, err := admin.sources(ctx)
 	if err != nil {
-		if c.migrate != nil {
+		if c.migrate != nil || c.needAdmin {
 			return "", err
 		}
 		return "", nil

@@ -29,6 +29,7 @@ func Warm(ctx context.Context, n int, opts ...Option) (restore func(context.Cont
 		return nil, fmt.Errorf("pgbranchtest: Warm(%d): want 0 or more branches", n)
 	}
 	c := newConfig(opts)
+	c.needAdmin = true
 	_, _, source, admin, err := c.resolve(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("pgbranchtest: %w", err)
