@@ -95,6 +95,7 @@ func URL(t testing.TB, opts ...Option) string {
 		t.Fatalf("pgbranchtest: create branch %s: %v", name, err)
 	}
 	t.Cleanup(func() {
+		t.Helper() // its log lines point at the test's call of URL
 		defer pin.Close(context.Background())
 		if !t.Failed() {
 			return
