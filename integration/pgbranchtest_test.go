@@ -106,3 +106,46 @@ func TestPgbranchtestSuite(t *testing.T) {
 		t.Fatalf("failing migration: %v\n%s", err, out)
 	}
 }
+
+// TestPgbranchtestDiedMigration: a test binary killed while it migrates (Ctrl-C,
+// go test's -timeout) does not hold up the next run: its migration branch goes with
+// its session, and the next run migrates at once instead of waiting for it until
+// its own timeout.
+func TestPgbranchtestDiedMigration(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, newStateDir(t))
+	s.seedSQL("app", "SELECT 1;")
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "diedmig.test")
+	build := exec.Command("go", "test", "-c", "-o", bin, "./pgbranchtest/testdata/suite/diedmig")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	env := append(os.Environ(), "PGBRANCH_URL=postgres://postgres@"+s.addr+"/app?sslmode=disable", "PGBRANCH_STATE_DIR="+s.state)
+	hang := filepath.Join(dir, "migrating")
+	first := exec.Command(bin, "-test.v")
+	first.Env = append(env, "PGBRANCHTEST_HANG="+hang)
+	var firstOut strings.Builder
+	first.Stdout, first.Stderr = &firstOut, &firstOut
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the first binary migrating", func() bool {
+		_, err := os.Stat(hang)
+		return err == nil
+	})
+	first.Process.Kill()
+	first.Wait()
+
+	start := time.Now()
+	second := exec.Command(bin, "-test.v")
+	second.Env = env
+	out, err := second.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the run after a killed one: %v\n%s\nkilled run:\n%s", err, out, firstOut.String())
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("the run after a killed one took %s: it waited for the dead binary's migration", took)
+	}
+}

@@ -20,7 +20,9 @@
 // server seeds from the migrated branch (`source add --from-branch`), and every test
 // branches from that template. Test binaries of one `go test ./...` coordinate through
 // the server: the first to create the template's migration branch runs the migrations,
-// the others wait for the template source to appear.
+// the others wait for the template source to appear. A binary killed while it
+// migrates loses its session on that branch, which goes with it, so the next one
+// migrates at once.
 //
 // Warm, from TestMain, has the server start branches of the tests' source ahead of
 // them (its warm pool), so that each test's URL claims a running branch.

@@ -75,10 +75,13 @@ func ensureTemplate(ctx context.Context, admin *adminClient, base *url.URL, data
 		if slices.ContainsFunc(sources, func(s sourceInfo) bool { return s.Name == name }) {
 			return name, nil
 		}
-		// The migration branch outlives a test binary that dies while migrating by
-		// at most its TTL.
+		// The migration branch is ephemeral and buildTemplate holds a session on it:
+		// a test binary that dies while migrating (Ctrl-C, a panic, go test's
+		// -timeout) loses that session, the server destroys the branch, and the
+		// binaries waiting for it migrate at once instead of waiting out their
+		// timeout. The TTL covers a binary that dies before its session opens.
 		err = admin.call(ctx, http.MethodPost, "/v1/branches",
-			map[string]any{"name": name, "source": source, "ttl": "10m"}, nil)
+			map[string]any{"name": name, "source": source, "ttl": "10m", "ephemeral": true}, nil)
 		switch {
 		case err == nil:
 			return name, buildTemplate(ctx, admin, base, database, source, name, migrate)
@@ -94,16 +97,26 @@ func ensureTemplate(ctx context.Context, admin *adminClient, base *url.URL, data
 	}
 }
 
-// buildTemplate migrates the branch name and seeds the template source from it; the
-// branch is destroyed either way. Other tests wait for that branch to go before
-// they migrate again (ensureTemplate), so a destroy that fails is part of the error.
+// buildTemplate migrates the branch name and seeds the template source from it,
+// holding a session on the (ephemeral) branch meanwhile; the branch is destroyed
+// either way. Other tests wait for that branch to go before they migrate again
+// (ensureTemplate), so a destroy that fails is part of the error.
 func buildTemplate(ctx context.Context, admin *adminClient, base *url.URL, database, source, name string, migrate MigrateFunc) (err error) {
+	u := branchURL(base, database, name, source, false)
+	pin, perr := pgx.Connect(ctx, u)
 	defer func() {
+		if pin != nil {
+			pin.Close(context.WithoutCancel(ctx)) // its end destroys the branch, or lets destroy do it
+		}
 		if derr := admin.destroy(context.WithoutCancel(ctx), branchPath(source, name)); derr != nil {
 			err = errors.Join(err, fmt.Errorf("destroy migration branch %s (tests waiting for it wait out its TTL): %w", name, derr))
 		}
 	}()
-	if err := migrate(ctx, branchURL(base, database, name, source, false)); err != nil {
+	if perr != nil {
+		pin = nil
+		return fmt.Errorf("connect to migration branch %s: %w", name, perr)
+	}
+	if err := migrate(ctx, u); err != nil {
 		return fmt.Errorf("migrations (template %s): %w", name, err)
 	}
 	return admin.addSourceFromBranch(ctx, name, source+"/"+name)
