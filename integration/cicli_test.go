@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -141,6 +143,23 @@ func TestCICommands(t *testing.T) {
 	if _, ok := s.branches()["pr-1"]; ok {
 		t.Error("pr-1 still listed")
 	}
+
+	// With a second source of the same database the lines carry PGOPTIONS, and a
+	// shell that sources them reaches the branch of the source named.
+	other := filepath.Join(t.TempDir(), "other.sql")
+	os.WriteFile(other, []byte("CREATE TABLE other (i int);\n"), 0o644)
+	s.mustCLI("source", "add", "app2", "--from-sql", other, "--database", "app")
+	env = run(0, "branch", "create", "pr-3", "--source", "app", "--output", "env")
+	if !strings.Contains(env, "PGOPTIONS=-cpgbranch.source=app\n") {
+		t.Fatalf("--output env with two sources of app:\n%s", env)
+	}
+	f := filepath.Join(t.TempDir(), "branch.env")
+	os.WriteFile(f, []byte(env), 0o600)
+	sourced, err := exec.Command("bash", "-c", `set -ae; . "$1"; psql -X -At -c "SELECT count(*) FROM t"`, "bash", f).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(sourced)) != "1" {
+		t.Errorf("psql after sourcing --output env: %v\n%s", err, sourced)
+	}
+	run(0, "branch", "destroy", "pr-3", "--source", "app")
 }
 
 // TestSourceFromBranch seeds a source from a running branch with a session open on

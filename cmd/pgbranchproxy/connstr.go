@@ -76,8 +76,10 @@ func (t target) env() []string {
 	if t.Password != "" {
 		out = append(out, "PGPASSWORD="+t.Password)
 	}
-	if o := t.options(); o != "" {
-		out = append(out, "PGOPTIONS="+o)
+	if t.Source != "" {
+		// The switch and its value together, no space: a shell that sources
+		// these lines reads the value whole.
+		out = append(out, "PGOPTIONS=-c"+router.OptSource+"="+t.Source)
 	}
 	return append(out, "DATABASE_URL="+t.url())
 }

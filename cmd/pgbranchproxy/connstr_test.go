@@ -26,7 +26,7 @@ func TestConnectionStrings(t *testing.T) {
 		tg.url():   "postgres://app:s3%20cr%27et@[::1]:6432/app%40pr-7?options=-c%20pgbranch.source%3Dtpl",
 		tg.jdbc():  "jdbc:postgresql://[::1]:6432/app%40pr-7?user=app&password=s3%20cr%27et&options=-c%20pgbranch.source%3Dtpl",
 		strings.Join(tg.env(), "\n"): "PGHOST=::1\nPGPORT=6432\nPGUSER=app\nPGDATABASE=app@pr-7\nPGPASSWORD=s3 cr'et\n" +
-			"PGOPTIONS=-c pgbranch.source=tpl\nDATABASE_URL=postgres://app:s3%20cr%27et@[::1]:6432/app%40pr-7?options=-c%20pgbranch.source%3Dtpl",
+			"PGOPTIONS=-cpgbranch.source=tpl\nDATABASE_URL=postgres://app:s3%20cr%27et@[::1]:6432/app%40pr-7?options=-c%20pgbranch.source%3Dtpl",
 	} {
 		if got != want {
 			t.Errorf("got  %q\nwant %q", got, want)
