@@ -98,6 +98,15 @@ func TestPgbranchtestSuite(t *testing.T) {
 	}
 	s.mustCLI("branch", "destroy", m[1])
 
+	// After a refresh of the source the migrations run again, on the new seed.
+	s.mustCLI("source", "refresh", "app")
+	if out, err := goTest("./pgbranchtest/testdata/suite/a"); err != nil {
+		t.Fatalf("suite after a refresh: %v\n%s", err, out)
+	}
+	if n := migrations(); n != 2 {
+		t.Errorf("migrations ran %d times after a refresh of the source, want twice in all", n)
+	}
+
 	// A migration that fails fails each test waiting for it with its own error (each
 	// in turn migrates again), none by waiting out its timeout.
 	out, err = goTest("./pgbranchtest/testdata/suite/badmig")

@@ -112,8 +112,9 @@ func (c *adminClient) call(ctx context.Context, method, path string, body, out a
 
 // sourceInfo is the part of GET /v1/sources this package reads.
 type sourceInfo struct {
-	Name      string   `json:"name"`
-	Databases []string `json:"databases"`
+	Name       string   `json:"name"`
+	Generation int      `json:"generation"`
+	Databases  []string `json:"databases"`
 }
 
 func (c *adminClient) sources(ctx context.Context) ([]sourceInfo, error) {

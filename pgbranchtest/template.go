@@ -54,10 +54,22 @@ func WithMigrations(migrations any, hash string) Option {
 }
 
 // templateName is the deterministic name of the template for these migrations of
-// database in source, the same in every test binary.
-func templateName(source, database, hash string) string {
-	sum := sha256.Sum256([]byte(source + "\x00" + database + "\x00" + hash))
+// database in generation of source's seed, the same in every test binary: after
+// `source refresh` the migrations run again on the new seed.
+func templateName(source string, generation int, database, hash string) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%s\x00%s", source, generation, database, hash))
 	return templatePrefix + hex.EncodeToString(sum[:8])
+}
+
+// generationOf is the seed generation of source among sources; 0 when it is not
+// there (creating the migration branch then says why).
+func generationOf(sources []sourceInfo, source string) int {
+	for _, s := range sources {
+		if s.Name == source {
+			return s.Generation
+		}
+	}
+	return 0
 }
 
 // ensureTemplate returns the template source for the migrations, creating it if no
@@ -66,12 +78,12 @@ func templateName(source, database, hash string) string {
 // template source exists (or the branch is gone, after a failed migration, and try
 // again).
 func ensureTemplate(ctx context.Context, admin *adminClient, base *url.URL, database, source string, migrate MigrateFunc, hash string) (string, error) {
-	name := templateName(source, database, hash)
+	sources, err := admin.sources(ctx)
+	if err != nil {
+		return "", err
+	}
+	name := templateName(source, generationOf(sources, source), database, hash)
 	for {
-		sources, err := admin.sources(ctx)
-		if err != nil {
-			return "", err
-		}
 		if slices.ContainsFunc(sources, func(s sourceInfo) bool { return s.Name == name }) {
 			return name, nil
 		}
@@ -93,6 +105,9 @@ func ensureTemplate(ctx context.Context, admin *adminClient, base *url.URL, data
 			return "", fmt.Errorf("waiting for template %s, which another test binary is migrating in branch %s of source %s: %w"+
 				" (if that binary died, destroy the branch)", name, name, source, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
+		}
+		if sources, err = admin.sources(ctx); err != nil {
+			return "", err
 		}
 	}
 }
