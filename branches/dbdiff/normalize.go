@@ -194,8 +194,8 @@ func Legacy(normalized string) string {
 
 // ScriptLines calls fn with each line of a pg_dump script that starts outside a
 // quoted literal: pg_dump's own statements and comments, not the lines of a
-// function's body or of a comment's text.
-func ScriptLines(script []byte, fn func(line string)) {
+// function's body or of a comment's text. It fails on a line over 64 MiB.
+func ScriptLines(script []byte, fn func(line string)) error {
 	sc := bufio.NewScanner(bytes.NewReader(script))
 	sc.Buffer(make([]byte, 64*1024), 64*1024*1024)
 	var lit literals
@@ -207,4 +207,5 @@ func ScriptLines(script []byte, fn func(line string)) {
 			fn(line)
 		}
 	}
+	return sc.Err()
 }

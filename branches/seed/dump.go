@@ -189,7 +189,10 @@ func (b *Builder) dumpOwners(ctx context.Context, req Request, archive string) (
 	if err != nil {
 		return nil, "", fmt.Errorf("pg_restore -s: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
 	}
-	roles, dbOwner := scriptRoles(out.Bytes())
+	roles, dbOwner, err := scriptRoles(out.Bytes())
+	if err != nil {
+		return nil, "", fmt.Errorf("read the archive's roles: %w", err)
+	}
 	return roles, dbOwner, nil
 }
 

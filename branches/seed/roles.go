@@ -7,12 +7,12 @@ import (
 )
 
 // scriptRoles lists the roles a schema script (pg_restore -s -C) names as owners,
-// grantees, grantors of default privileges and policy roles: each must exist
+// grantees and grantors, default privileges', policies' and user mappings' roles: each must exist
 // before the archive's owners and privileges can be restored. dbOwner is the owner
 // its ALTER DATABASE gives the database. pg_dump writes each of these statements
 // on a line of its own; a name is read as Postgres reads it, so "Mary Smith" is one
 // role and PUBLIC none.
-func scriptRoles(script []byte) (roles []string, dbOwner string) {
+func scriptRoles(script []byte) (roles []string, dbOwner string, err error) {
 	seen := map[string]bool{}
 	add := func(names []string) {
 		for _, n := range names {
@@ -22,30 +22,32 @@ func scriptRoles(script []byte) (roles []string, dbOwner string) {
 			}
 		}
 	}
-	dbdiff.ScriptLines(script, func(line string) {
+	err = dbdiff.ScriptLines(script, func(line string) {
 		t := sqlTokens(line)
 		switch {
 		case t.keyword(0, "GRANT"):
-			add(t.rolesAfter("TO"))
-			add(t.rolesAfter("GRANTED", "BY"))
+			add(t.rolesAfter(false, "TO"))
+			add(t.rolesAfter(false, "GRANTED", "BY"))
 		case t.keyword(0, "REVOKE"):
-			add(t.rolesAfter("FROM"))
-			add(t.rolesAfter("GRANTED", "BY"))
+			add(t.rolesAfter(false, "FROM"))
+			add(t.rolesAfter(false, "GRANTED", "BY"))
 		case t.keyword(0, "ALTER") && t.keyword(1, "DEFAULT") && t.keyword(2, "PRIVILEGES"):
-			add(t.rolesAfter("ROLE"))
-			add(t.rolesAfter("TO"))
-			add(t.rolesAfter("FROM"))
+			add(t.rolesAfter(true, "FOR", "ROLE"))
+			add(t.rolesAfter(false, "TO"))
+			add(t.rolesAfter(false, "FROM"))
 		case t.keyword(0, "ALTER"):
-			owner := t.rolesAfter("OWNER", "TO")
+			owner := t.rolesAfter(false, "OWNER", "TO")
 			add(owner)
 			if t.keyword(1, "DATABASE") && len(owner) == 1 {
 				dbOwner = owner[0]
 			}
 		case t.keyword(0, "CREATE") && t.keyword(1, "POLICY"):
-			add(t.rolesAfter("TO"))
+			add(t.rolesAfter(false, "TO"))
+		case t.keyword(0, "CREATE") && t.keyword(1, "USER") && t.keyword(2, "MAPPING"):
+			add(t.rolesAfter(true, "FOR"))
 		}
 	})
-	return roles, dbOwner
+	return roles, dbOwner, err
 }
 
 // A sqlToken is a word, a quoted identifier (quoted set, text unquoted), a string
@@ -125,13 +127,16 @@ func (t sqlLine) keyword(i int, kw string) bool {
 }
 
 // rolesAfter reads the list of roles after the last run of the keywords kws
-// outside parentheses: names separated by commas, up to anything else. PUBLIC
+// outside parentheses (the first with first): names separated by commas. PUBLIC
 // and the CURRENT_USER-like words name no role of the archive's.
-func (t sqlLine) rolesAfter(kws ...string) []string {
+func (t sqlLine) rolesAfter(first bool, kws ...string) []string {
 	at := -1
 	for i := 0; i+len(kws) <= len(t); i++ {
 		if t[i].depth == 0 && t.keywords(i, kws) {
 			at = i + len(kws)
+			if first {
+				break
+			}
 		}
 	}
 	if at < 0 {
@@ -140,12 +145,14 @@ func (t sqlLine) rolesAfter(kws ...string) []string {
 	var roles []string
 	for i := at; i < len(t); i += 2 {
 		tok := t[i]
-		if tok.quoted {
+		switch {
+		case tok.quoted:
 			roles = append(roles, tok.text)
-		} else if name, ok := unquotedRole(tok.text); ok {
-			roles = append(roles, name)
-		} else if !pseudoRole(tok.text) {
-			break
+		case pseudoRole(tok.text):
+		case identStart(tok.text):
+			roles = append(roles, strings.ToLower(tok.text))
+		default:
+			return roles
 		}
 		if i+1 >= len(t) || t[i+1].text != "," {
 			break
@@ -163,17 +170,12 @@ func (t sqlLine) keywords(i int, kws []string) bool {
 	return true
 }
 
-// unquotedRole returns the role an unquoted word names (folded to lower case),
-// unless it is a keyword that ends a role list or names no role.
-func unquotedRole(w string) (string, bool) {
-	if w == "" || w[0] >= '0' && w[0] <= '9' || w == "'" {
-		return "", false
-	}
-	switch strings.ToUpper(w) {
-	case "PUBLIC", "CURRENT_USER", "CURRENT_ROLE", "SESSION_USER", "WITH", "GRANTED", "USING", "CASCADE", "RESTRICT", "IN":
-		return "", false
-	}
-	return strings.ToLower(w), true
+// identStart reports whether w, unquoted, is an identifier (a keyword pg_dump
+// does not quote, such as cascade, is one where a name may stand), not a number,
+// a literal or punctuation.
+func identStart(w string) bool {
+	c := w[0]
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
 }
 
 // pseudoRole reports whether w stands for a role in a list without naming one of
