@@ -80,10 +80,12 @@ func TestUnixSocket(t *testing.T) {
 	})
 
 	t.Run("SocketInUse", func(t *testing.T) {
+		// Another loopback address, the same port: the TCP listen succeeds, the
+		// socket's name is the running serve's.
 		out, err := exec.Command(binPath, "--state-dir", filepath.Join(filepath.Dir(state), "other"), "serve",
-			"--listen", s.addr, "--unix-socket-dir", dir, "--auth", "trust").CombinedOutput()
-		if err == nil {
-			t.Fatalf("a second serve on the same socket started:\n%s", out)
+			"--listen", "127.0.0.2:"+port, "--unix-socket-dir", dir, "--auth", "trust").CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "another pgbranchproxy holds") {
+			t.Fatalf("a second serve on the same socket: %v\n%s", err, out)
 		}
 		if _, err := os.Stat(sock); err != nil {
 			t.Fatalf("the running serve's socket is gone after a second serve failed: %v", err)

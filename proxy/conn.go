@@ -99,7 +99,7 @@ func (s *Server) session(conn, raw net.Conn, st clientStartup, log *zap.Logger, 
 		return nil, false
 	}
 	if s.cfg.Auth != AuthTrust {
-		if err := s.login(conn, route, user, raw.RemoteAddr()); err != nil {
+		if err := s.login(conn, route, user, raw); err != nil {
 			s.loginFailed(conn, user, err, log)
 			return nil, false
 		}
@@ -660,8 +660,8 @@ func abort(c net.Conn) {
 
 // login authenticates the client at the proxy, before any branch is created or
 // woken: failed attempts are counted per address.
-func (s *Server) login(conn net.Conn, route router.Route, user string, remote net.Addr) error {
-	host := hostOf(remote)
+func (s *Server) login(conn net.Conn, route router.Route, user string, raw net.Conn) error {
+	host := clientHost(raw)
 	if s.failures.blocked(host, time.Now()) {
 		return errTooManyFailures
 	}
@@ -689,7 +689,7 @@ var errRoles = errors.New("look up login roles")
 type clientStartup struct {
 	conn    net.Conn // the connection to go on with: TLS once negotiated
 	tls     bool
-	local   bool // over a unix socket: no TLS offered, none required
+	local   bool // over a unix socket, where no client certificate is asked for: no TLS offered, none required
 	version uint32
 	params  map[string]string // nil for a cancel request
 	pq      []string          // _pq_.* parameters, which the proxy does not support
@@ -700,7 +700,7 @@ type clientStartup struct {
 // GSSENCRequest 'N', and forwards a CancelRequest. Over a unix socket TLS is
 // answered 'N', as Postgres answers it there.
 func (s *Server) readClientStartup(conn net.Conn, log *zap.Logger) (clientStartup, error) {
-	st := clientStartup{conn: conn, local: localConn(conn)}
+	st := clientStartup{conn: conn, local: localConn(conn) && !s.clientCerts()}
 	if s.cfg.TLS != nil && !st.local {
 		c, direct, err := s.maybeDirectTLS(conn)
 		st.conn = c

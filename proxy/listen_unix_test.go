@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -25,12 +26,28 @@ func TestListenUnix(t *testing.T) {
 	if err != nil {
 		t.Fatalf("over a stale socket: %v", err)
 	}
-	defer ln.Close()
 	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o777 {
 		t.Fatalf("socket mode: %v %v", st, err)
 	}
-	if _, err := ListenUnix(dir, 7000); err == nil || !strings.Contains(err.Error(), "another server") {
-		t.Errorf("over a live socket: %v", err)
+	if _, err := ListenUnix(dir, 7000); err == nil || !strings.Contains(err.Error(), "another pgbranchproxy holds") {
+		t.Errorf("over a socket another listener holds: %v", err)
+	}
+	if b, err := os.ReadFile(path + ".lock"); err != nil || string(b) != strconv.Itoa(os.Getpid())+"\n" {
+		t.Errorf("lock file: %q %v, want this process's PID", b, err)
+	}
+	// A Postgres's lock file names its running postmaster; a socket without a
+	// lock file that a server accepts on is refused too.
+	os.WriteFile(UnixSocketPath(dir, 7003)+".lock", []byte(strconv.Itoa(os.Getppid())+"\n/data\n"), 0o600)
+	if _, err := ListenUnix(dir, 7003); err == nil || !strings.Contains(err.Error(), "is a Postgres server using the socket") {
+		t.Errorf("over a running postmaster's lock file: %v", err)
+	}
+	live, err := net.Listen("unix", UnixSocketPath(dir, 7004))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	if _, err := ListenUnix(dir, 7004); err == nil || !strings.Contains(err.Error(), "another server is listening") {
+		t.Errorf("over a socket a server accepts on: %v", err)
 	}
 	file := UnixSocketPath(dir, 7001)
 	os.WriteFile(file, nil, 0o600)
@@ -52,7 +69,14 @@ func TestListenUnix(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if !localConn(c) || hostOf(c.RemoteAddr()) != "local" || (remote{c}).String() != "local" {
-		t.Errorf("a unix socket client: local %v, host %q", localConn(c), hostOf(c.RemoteAddr()))
+	want := "local uid " + strconv.Itoa(os.Getuid())
+	if !localConn(c) || clientHost(c) != want || (remote{c}).String() != "local" {
+		t.Errorf("a unix socket client: local %v, host %q, want %q", localConn(c), clientHost(c), want)
+	}
+	ln.Close()
+	for _, f := range []string{path, path + ".lock"} {
+		if _, err := os.Stat(f); !os.IsNotExist(err) {
+			t.Errorf("%s after Close: %v, want it removed", f, err)
+		}
 	}
 }

@@ -2,8 +2,11 @@ package proxy
 
 import (
 	"net"
+	"strconv"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // failures counts failed logins per client address in a sliding window. An address
@@ -24,6 +27,31 @@ type failureEntry struct {
 
 func newFailures(limit int, window time.Duration) *failures {
 	return &failures{window: window, limit: limit, max: 65536, entries: map[string]*failureEntry{}}
+}
+
+// clientHost is what failed logins are counted by: the client's IP address, or
+// on a unix socket its OS user ("local uid 1000"), else "local".
+func clientHost(c net.Conn) string {
+	if uc, ok := c.(*net.UnixConn); ok {
+		if uid, ok := peerUID(uc); ok {
+			return "local uid " + strconv.Itoa(uid)
+		}
+	}
+	return hostOf(c.RemoteAddr())
+}
+
+// peerUID is the OS user of the process at the other end of c (SO_PEERCRED).
+func peerUID(c *net.UnixConn) (int, bool) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := rc.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil || cerr != nil {
+		return 0, false
+	}
+	return int(cred.Uid), true
 }
 
 func hostOf(addr net.Addr) string {

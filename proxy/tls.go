@@ -64,3 +64,9 @@ func (c *peekedConn) Read(p []byte) (int, error) {
 	}
 	return c.Conn.Read(p)
 }
+
+// clientCerts reports whether clients must show a certificate (a node's fronts):
+// then every client, on a unix socket too, must come over TLS.
+func (s *Server) clientCerts() bool {
+	return s.cfg.TLS != nil && (s.cfg.TLS.ClientAuth == tls.RequireAnyClientCert || s.cfg.TLS.ClientAuth == tls.RequireAndVerifyClientCert)
+}

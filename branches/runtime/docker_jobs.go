@@ -190,7 +190,10 @@ func (d *Docker) saveStrayLog(ctx context.Context, id, path string) {
 	if err != nil {
 		return // the branch is gone, or the server never started
 	}
-	since := st.ModTime()
+	// A second back: the Engine stamps a line when the server writes it, a little
+	// before serve copies it, and a line it stamped just before serve died may not
+	// have been copied. Lines of that second may come twice; none is lost.
+	since := st.ModTime().Add(-time.Second)
 	rc, err := d.cli.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true,
 		Since: fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond())})
 	if err != nil {

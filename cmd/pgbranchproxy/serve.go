@@ -177,6 +177,9 @@ func serve(g *globalFlags, f *serveFlags) error {
 		if f.advertise == "" && unspecifiedHost(f.listen) {
 			return fmt.Errorf("--listen %s is no address a front can dial: give --advertise HOST:PORT", f.listen)
 		}
+		if f.unixSocketDir != "" {
+			return errors.New("a node serves its fronts only, over TCP: --unix-socket-dir is for --role front (and all)")
+		}
 		// Fronts authenticate; a node trusts the sessions they open.
 		f.auth = proxy.AuthTrust
 	default:

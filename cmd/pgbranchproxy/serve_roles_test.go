@@ -6,8 +6,9 @@ import (
 )
 
 // A node refuses what would make it serve the wrong clients or be unreachable:
-// a SQLite catalog, an --auth of its own (fronts authenticate), and a listen
-// address no front can dial without --advertise; a front needs a Postgres catalog
+// a SQLite catalog, an --auth of its own (fronts authenticate), a listen
+// address no front can dial without --advertise, and a unix socket (which mutual
+// TLS would not cover); a front needs a Postgres catalog
 // too. Each is refused before anything starts.
 func TestServeRoleFlags(t *testing.T) {
 	pg := "postgres://catalog/db"
@@ -20,6 +21,7 @@ func TestServeRoleFlags(t *testing.T) {
 		{"node with --auth", serveFlags{role: roleNode, catalog: pg, authSet: true, auth: "md5"}, "does not authenticate"},
 		{"node on every address", serveFlags{role: roleNode, catalog: pg, listen: "0.0.0.0:7432"}, "--advertise"},
 		{"node on [::]", serveFlags{role: roleNode, catalog: pg, listen: "[::]:7432"}, "--advertise"},
+		{"node with a unix socket", serveFlags{role: roleNode, catalog: pg, listen: "10.0.0.7:7432", unixSocketDir: "/run/x"}, "--unix-socket-dir is for"},
 		{"front on SQLite", serveFlags{role: roleFront, catalog: ""}, "needs --catalog postgres"},
 		{"unknown role", serveFlags{role: "both"}, "--role must be"},
 	} {
