@@ -372,17 +372,24 @@ func serve(g *globalFlags, f *serveFlags) error {
 	cancel()
 	// Sessions still open now are ended by their branch server's fast shutdown, so
 	// their clients get 57P01 (admin shutdown) rather than a dropped connection.
-	closeCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	closeCtx, cancel := context.WithTimeout(context.Background(), serverStopBound)
 	defer cancel()
 	if cerr := mgr.Close(closeCtx); cerr != nil {
 		log.Error("close branches", zap.Error(cerr))
 	}
-	forceCtx, cancelForce := context.WithTimeout(context.Background(), 5*time.Second)
+	forceCtx, cancelForce := context.WithTimeout(context.Background(), shutdownBound)
 	px.Shutdown(forceCtx)
 	cancelForce()
 	log.Info("stopped")
 	return err
 }
+
+// How long serve's stop may take after --grace: the branch servers' shutdown, then
+// the sessions and listeners left (deploy/systemd's TimeoutStopSec covers both).
+const (
+	serverStopBound = 2 * time.Minute
+	shutdownBound   = 5 * time.Second
+)
 
 // serveAdmin serves api on the admin socket sock ("" for none), to its owner,
 // and on --admin-listen, to tokens, with the web page; stop closes both and
@@ -415,12 +422,15 @@ func serveAdmin(api *admin.API, sock string, f *serveFlags) (stop func(), err er
 
 // serveUntilDone serves px on lns until ctx ends (a signal), the proxy stops by
 // itself, or restart is closed (a node declared dead; nil for none); the last
-// two end ctx (stop) and return an error.
+// two end ctx (stop) and return an error. A service manager is told when serve is
+// ready and when it begins to stop (notify).
 func serveUntilDone(ctx context.Context, stop func(), px *proxy.Server, lns []net.Listener, restart <-chan struct{}, log *zap.Logger) error {
 	serveErr := make(chan error, len(lns))
 	for _, ln := range lns {
 		go func() { serveErr <- px.Serve(ctx, ln) }()
 	}
+	notify("READY=1\nSTATUS=taking clients on " + lns[0].Addr().String())
+	defer notify("STOPPING=1")
 	select {
 	case <-ctx.Done():
 		return nil
