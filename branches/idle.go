@@ -196,3 +196,14 @@ func (m *Manager) wantKeyLocked(source, key string) {
 
 // maxTrackedKeys bounds the startup keys remembered per source.
 const maxTrackedKeys = 64
+
+// DropIdle removes the longest-parked server session of the lease's branch,
+// whatever its startup key, and returns it for the caller to close, or nil. The
+// proxy calls it when the branch's server has no connection slot left for a new
+// session: parked sessions hold slots that no client uses.
+func (l *Lease) DropIdle() io.Closer {
+	m := l.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return l.b.popOldestIdleLocked()
+}

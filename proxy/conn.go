@@ -425,10 +425,64 @@ func (s *Server) serverSession(ctx context.Context, lease Lease, params map[stri
 		// refused, waits for the exit to be seen and starts the server again.
 		sc, err = dialServer(ctx, lease.Dial, params)
 	}
+	if tooManyConnections(err) {
+		sc, err = dialFreeingSlots(ctx, lease, params, err)
+	}
 	if err == nil {
 		s.Stats.ServersOpened.Add(1)
 	}
 	return sc, false, err
+}
+
+// tooManyConnections reports whether err is a branch server's refusal of a new
+// session for want of connection slots (max_connections, the slots reserved for
+// superusers, a role's or a database's connection limit).
+func tooManyConnections(err error) bool {
+	var be *backendError
+	return errors.As(err, &be) && be.code == codeTooMany
+}
+
+// slotWait bounds how long a start-up waits for the slot of a parked session it
+// closed to come free (its backend exits once it reads the end of its connection),
+// trying again every slotPoll.
+const (
+	slotWait = 250 * time.Millisecond
+	slotPoll = 5 * time.Millisecond
+)
+
+// dialFreeingSlots starts a session for params on a branch server that refused
+// one for want of connection slots (err): sessions parked on the branch hold
+// slots that no client uses, so it closes them one at a time, the longest parked
+// first, until the server takes the session or none is left. The client gets the
+// server's refusal only when the slots are its clients'.
+func dialFreeingSlots(ctx context.Context, lease Lease, params map[string]string, err error) (*serverConn, error) {
+	d, ok := lease.(IdleDropper)
+	if !ok {
+		return nil, err
+	}
+	for {
+		c := d.DropIdle()
+		if c == nil {
+			return nil, err
+		}
+		c.Close()
+		deadline := time.Now().Add(slotWait)
+		for {
+			var sc *serverConn
+			sc, err = dialServer(ctx, lease.Dial, params)
+			if !tooManyConnections(err) {
+				return sc, err
+			}
+			if time.Now().After(deadline) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return nil, err
+			case <-time.After(slotPoll):
+			}
+		}
+	}
 }
 
 // relayOutcome is what a relayed session left: of its server session (end) and,

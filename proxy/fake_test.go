@@ -47,6 +47,10 @@ type fakeServer struct {
 	cancels  chan pgproto3.CancelRequest
 	queries  chan string  // every query, while there is room
 	ended    atomic.Int32 // server sessions that ended (the connection closed)
+	// maxSessions, when set, is how many sessions the server serves at once: it
+	// refuses more with 53300, as Postgres does past max_connections.
+	maxSessions int32
+	live        atomic.Int32 // sessions started and not ended
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -132,6 +136,14 @@ func (s *fakeServer) serve(c net.Conn) {
 		s.t.Errorf("fake server: unexpected startup message %T", msg)
 		return
 	}
+	if s.live.Add(1) > s.maxSessions && s.maxSessions > 0 {
+		s.live.Add(-1)
+		be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "53300",
+			Message: "sorry, too many clients already"})
+		be.Flush()
+		return
+	}
+	defer s.live.Add(-1)
 	switch s.script {
 	case scriptSilent:
 		io.Copy(io.Discard, c) // until the proxy or the cleanup closes the connection
@@ -344,6 +356,18 @@ func (l *fakeLease) TakeIdle(key string) io.Closer {
 	c := cs[len(cs)-1]
 	l.b.idle[key] = cs[:len(cs)-1]
 	return c
+}
+
+func (l *fakeLease) DropIdle() io.Closer {
+	l.b.mu.Lock()
+	defer l.b.mu.Unlock()
+	for k, cs := range l.b.idle {
+		if len(cs) > 0 {
+			l.b.idle[k] = cs[1:]
+			return cs[0]
+		}
+	}
+	return nil
 }
 
 func (l *fakeLease) Park(key string, c io.Closer) {

@@ -187,3 +187,43 @@ func TestServerLifetime(t *testing.T) {
 	recv(t, fs.startups, "a new server session for the next client")
 	closeConn(t, next)
 }
+
+// TestParkedSessionsGiveWayToClients: a branch server with no connection slot
+// left for a new session (53300) has its parked sessions, which hold slots no
+// client uses, closed until it takes the session; a client is refused only when
+// the server's slots are its clients'.
+func TestParkedSessionsGiveWayToClients(t *testing.T) {
+	relays(t, func(t *testing.T, goroutine bool) {
+		p, fb, fs := setup(t, reuseConfig(goroutine), scriptOK, nil)
+		fs.maxSessions = 2
+		for i, opts := range []string{"-c work_mem=1MB", "-c work_mem=2MB"} {
+			conn := p.mustConnect(t, "dbname=app@feat options='"+opts+"'")
+			query(t, conn)
+			closeConn(t, conn)
+			fb.waitParks(t, int32(i+1))
+		}
+		if n := fb.parked(); n != 2 {
+			t.Fatalf("%d server sessions parked, want 2", n)
+		}
+
+		// Both slots are parked sessions of other startup keys.
+		first := p.mustConnect(t, "dbname=app@feat")
+		query(t, first)
+		if n := fb.parked(); n != 1 {
+			t.Errorf("%d server sessions parked, want 1: one closed to make room", n)
+		}
+		second := p.mustConnect(t, "dbname=app@feat")
+		query(t, second)
+		if n := fb.parked(); n != 0 {
+			t.Errorf("%d server sessions parked, want none", n)
+		}
+
+		// Every slot is a client's now: the server's refusal reaches the client.
+		_, err := p.connect(t, "dbname=app@feat")
+		if pe := pgError(t, err); pe.Code != "53300" {
+			t.Errorf("third client got %s %q, want the server's 53300", pe.Code, pe.Message)
+		}
+		closeConn(t, first)
+		closeConn(t, second)
+	})
+}

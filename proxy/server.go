@@ -35,6 +35,16 @@ type Lease interface {
 	Park(key string, c io.Closer)
 }
 
+// An IdleDropper is a Lease that can give up a server session parked on its
+// branch under any startup key. Parked sessions hold connection slots of the
+// branch's server: when that server refuses a new session for want of slots
+// (53300), the proxy closes parked sessions, one at a time, and tries again.
+type IdleDropper interface {
+	// DropIdle removes the longest-parked server session of the branch and
+	// returns it for the caller to close, or nil when none is parked.
+	DropIdle() io.Closer
+}
+
 // A RouteForwarder is a Lease whose server is another pgbranchproxy that routes
 // the session itself (a node behind a front): it is sent the route's startup
 // parameters with database@branch, and the pgbranch.* parameters RouteParams

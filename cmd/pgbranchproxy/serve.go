@@ -595,3 +595,6 @@ func cmpOr(a, b string) string {
 	}
 	return b
 }
+
+// The proxy closes parked sessions of a branch whose server has no slot left.
+var _ proxy.IdleDropper = (*branches.Lease)(nil)
