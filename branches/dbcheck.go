@@ -14,7 +14,8 @@ import (
 // checkDatabase refuses a route to a branch that does not exist yet when its base
 // (the parent named by pgbranch.from, else the source's newest seed) has no database
 // of the route's name: a typo in the database name must not create a branch. The
-// error is a *router.Error wrapping router.ErrUnknownDatabase (3D000 for clients).
+// error is a *router.Error wrapping router.ErrUnknownDatabase (3D000 for clients),
+// or router.ErrUnknownBranch when the parent named by pgbranch.from does not exist.
 // An existing branch, or a base whose databases are not known, passes: its own
 // server then reports a missing database. It never creates, wakes or changes a branch.
 func (m *Manager) checkDatabase(source string, route router.Route) error {
@@ -28,9 +29,14 @@ func (m *Manager) checkDatabase(source string, route router.Route) error {
 		return nil
 	case route.Options.From != "":
 		p := m.branches[key{source, route.Options.From}]
-		if p == nil {
+		if p == nil || p.ended() {
 			m.mu.Unlock()
-			return nil // newBranchLocked refuses a missing parent
+			return &router.Error{
+				Err:     router.ErrUnknownBranch,
+				Message: "parent branch " + quote(route.Options.From) + " does not exist",
+				Hint: fmt.Sprintf("branch %s was not created: pgbranch.from names a branch of source %s to branch from (pgbranchproxy branch ls lists them)",
+					quote(route.Branch), quote(source)),
+			}
 		}
 		dbs, seedID, base = p.rec.Databases, p.rec.SeedID, "parent branch "+quote(route.Options.From)
 	default:

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 )
@@ -77,7 +78,7 @@ func TestBranchFromBranch(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.connectErr("shop@x2", "options=-cpgbranch.from=nosuch")
-	if pgCode(err) != "3D000" {
+	if pgCode(err) != "3D000" || !strings.Contains(err.Error(), `parent branch "nosuch" does not exist`) {
 		t.Errorf("fork of a missing parent: %v", err)
 	}
 }

@@ -29,6 +29,9 @@ var ErrAmbiguousSource = errors.New("ambiguous source")
 // ErrUnknownDatabase is returned when none of several sources has the database.
 var ErrUnknownDatabase = errors.New("unknown database")
 
+// ErrUnknownBranch is returned when pgbranch.from names a branch the source does not have.
+var ErrUnknownBranch = errors.New("unknown branch")
+
 // ErrNoSources is returned by ResolveSource when there are no sources at all.
 var ErrNoSources = errors.New("no sources")
 
