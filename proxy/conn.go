@@ -129,7 +129,7 @@ func (s *Server) session(conn, raw net.Conn, st clientStartup, log *zap.Logger, 
 	if ce := log.Check(zap.DebugLevel, "session started"); ce != nil {
 		ce.Write(zap.Duration("startup", time.Since(start)), zap.Bool("reused", reused), zap.Uint32("pid", sc.pid))
 	}
-	_, err = conn.Write(append(sc.greeting(route.Params["application_name"], sc.pid, secret), notices(lease)...))
+	_, err = conn.Write(append(sc.greeting(appNameOf(route.Params), sc.pid, secret), notices(lease)...))
 	// The client's leaving ends the session on the branch: its cancel key is revoked
 	// and the lease released. The kernel relay does that as soon as the client has
 	// left, before it checks whether the server session can be reused.
@@ -142,7 +142,7 @@ func (s *Server) session(conn, raw net.Conn, st clientStartup, log *zap.Logger, 
 		sc.Close()
 		return nil, false
 	}
-	e := &ending{lease: lease, sc: sc, appName: route.Params["application_name"], leave: leave, log: log}
+	e := &ending{lease: lease, sc: sc, appName: appNameOf(route.Params), leave: leave, log: log}
 	e.park = &parkAfterLeave{park: func(server int) { s.parkReset(lease, sc, server, e.appName, log) }}
 	out, later := s.relaySession(conn, raw, e, keepClient, func(out relayOutcome) {
 		s.ended(e, out)
@@ -400,7 +400,7 @@ func (s *Server) serverSession(ctx context.Context, lease Lease, params map[stri
 				c.Close()
 				continue
 			}
-			if app := params["application_name"]; app != sc.appName {
+			if app := appNameOf(params); app != sc.appName {
 				if err := sc.setAppName(app, s.cfg.CancelTimeout); err != nil {
 					sc.Close()
 					continue

@@ -227,3 +227,40 @@ func TestParkedSessionsGiveWayToClients(t *testing.T) {
 		closeConn(t, second)
 	})
 }
+
+// TestAppNameFromOptions: a client that sets application_name only through
+// options is told it, and a reused session keeps it rather than losing it.
+func TestAppNameFromOptions(t *testing.T) {
+	relays(t, func(t *testing.T, goroutine bool) {
+		p, fb, fs := setup(t, reuseConfig(goroutine), scriptOK, nil)
+		const opts = `options='-c application_name=from\\ opts'`
+		first := p.mustConnect(t, "dbname=app@feat "+opts)
+		if v := first.ParameterStatus("application_name"); v != "from opts" {
+			t.Errorf("application_name = %q, want the one options set", v)
+		}
+		query(t, first)
+		closeConn(t, first)
+		fb.waitParks(t, 1)
+		// The fake server reports no application_name at start-up: the reset
+		// sets the one options give.
+		if q := queriesSeen(fs); len(q) != 3 || q[2] != "SET application_name = 'from opts'" {
+			t.Fatalf("server saw %q, want the client's query, DISCARD ALL, then options' application_name set", q)
+		}
+
+		second := p.mustConnect(t, "dbname=app@feat "+opts)
+		if v := second.ParameterStatus("application_name"); v != "from opts" {
+			t.Errorf("reused session: application_name = %q, want the one options set", v)
+		}
+		if q := queriesSeen(fs); len(q) != 0 {
+			t.Fatalf("server saw %q, want nothing: the parked session has options' application_name", q)
+		}
+		// A startup parameter overrides options, as in Postgres.
+		closeConn(t, second)
+		fb.waitParks(t, 2)
+		third := p.mustConnect(t, "dbname=app@feat application_name=param "+opts)
+		if v := third.ParameterStatus("application_name"); v != "param" {
+			t.Errorf("application_name = %q, want the startup parameter's", v)
+		}
+		closeConn(t, third)
+	})
+}

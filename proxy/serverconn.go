@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/pgbranchproxy/pgbranchproxy/router"
 	"golang.org/x/sys/unix"
 )
 
@@ -58,6 +59,17 @@ func startupKey(params map[string]string) string {
 		b.WriteByte(0)
 	}
 	return b.String()
+}
+
+// appNameOf returns the application_name a session with these startup parameters
+// starts with: the parameter, else what options sets (the startup key includes
+// options, so every server session of the key starts with it), else "".
+func appNameOf(params map[string]string) string {
+	if v, ok := params["application_name"]; ok {
+		return v
+	}
+	v, _ := router.OptionSetting(params["options"], "application_name")
+	return v
 }
 
 // KeyOf returns the startup key of a session with these parameters. Engines use it

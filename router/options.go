@@ -155,3 +155,48 @@ func isSpace(c byte) bool {
 	}
 	return false
 }
+
+// OptionSetting returns the value the startup "options" parameter, read as
+// Postgres reads it, gives the setting name (a GUC name in lowercase, matched as
+// Postgres matches it: ASCII case folded, '-' read as '_'), the last one given, and
+// whether it gives one. Postgres applies startup parameters after options, so a
+// startup parameter of the same name overrides what this returns.
+func OptionSetting(text, name string) (string, bool) {
+	args := splitOptions(text)
+	value, found := "", false
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break // getopt stops here
+		}
+		if len(a) < 2 || a[0] != '-' {
+			continue // not a switch; Postgres rejects it
+		}
+		// A cluster of switches: those without an argument, then at most one
+		// with its argument, the rest of this arg or else the next one.
+		for j := 1; j < len(a); j++ {
+			c := a[j]
+			if strings.IndexByte(argSwitches, c) < 0 {
+				continue
+			}
+			var arg string
+			switch {
+			case j+1 < len(a):
+				arg = a[j+1:]
+			case i+1 < len(args):
+				i++
+				arg = args[i]
+			default:
+				return value, found // missing argument; Postgres rejects it
+			}
+			if c == 'c' || c == '-' {
+				n, v, ok := strings.Cut(arg, "=")
+				if ok && asciiLower(strings.ReplaceAll(n, "-", "_")) == name {
+					value, found = v, true
+				}
+			}
+			break
+		}
+	}
+	return value, found
+}

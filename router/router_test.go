@@ -409,3 +409,36 @@ func TestOptionsParamsRoundTrip(t *testing.T) {
 		t.Fatal("no options gave parameters")
 	}
 }
+
+func TestOptionSetting(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		options string
+		value   string
+		found   bool
+	}{
+		{"", "", false},
+		{"-c application_name=app", "app", true},
+		{"-capplication_name=app", "app", true},
+		{"--application-name=app", "app", true},
+		{"-c Application_Name=app", "app", true},
+		{`-c application_name=my\ app`, "my app", true},
+		{"-c application_name=one -c application_name=two", "two", true},
+		{"-c application_name=", "", true},
+		{"-c work_mem=1MB", "", false},
+		{"-c application_name_x=app", "", false},
+		{"-c application_name", "", false},
+		{"-e -c application_name=app", "app", true},
+		{"-ec application_name=app", "app", true},
+		{"-B 16 -c application_name=app", "app", true},
+		{"-B -c application_name=app", "", false}, // -B takes "-c" as its argument
+		{"-- -c application_name=app", "", false},
+		{"-c", "", false},
+	}
+	for _, c := range cases {
+		v, ok := router.OptionSetting(c.options, "application_name")
+		if v != c.value || ok != c.found {
+			t.Errorf("OptionSetting(%q) = %q, %v; want %q, %v", c.options, v, ok, c.value, c.found)
+		}
+	}
+}
