@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -293,5 +294,36 @@ func TestReusedSessionReportsNow(t *testing.T) {
 		if got := scalar[string](t, second, "SELECT current_setting($1)", name); got != want {
 			t.Errorf("current_setting(%s) = %q, want %q", name, got, want)
 		}
+	}
+}
+
+// TestParkedSessionsGiveWaySlots: sessions parked under other startup parameters
+// hold connection slots of the branch's server, and give them up: clients get
+// every slot max_connections gives, as they would without reuse.
+func TestParkedSessionsGiveWaySlots(t *testing.T) {
+	const slots = 6
+	s := startServer(t, newStateDir(t), "--pg-setting", fmt.Sprintf("max_connections=%d", slots),
+		"--pg-setting", "superuser_reserved_connections=0")
+	s.seedSQL("app", reuseSQL)
+	ctx := context.Background()
+	for i := range 4 {
+		c := s.connect(t, "app@slots", fmt.Sprintf("options='-c work_mem=%dMB'", i+1))
+		c.Close(ctx)
+		parkedOn(t, s, "slots", i+1)
+	}
+	for i := range slots {
+		c, err := pgx.Connect(ctx, s.dsn("app@slots"))
+		if err != nil {
+			t.Fatalf("session %d of %d: %v\nserver log:\n%s", i+1, slots, err, s.logs())
+		}
+		defer c.Close(ctx)
+	}
+	if n := s.branches()["slots"].IdleServers; n != 0 {
+		t.Errorf("%d server sessions still parked, want none", n)
+	}
+	_, err := pgx.Connect(ctx, s.dsn("app@slots"))
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "53300" {
+		t.Errorf("a session past max_connections: %v, want the server's 53300", err)
 	}
 }
