@@ -37,6 +37,12 @@ const (
 	scriptNotNow        = "not-now"         // ErrorResponse 57P03 instead of AuthenticationOk
 )
 
+// queryBig is a query the fake server answers with one row of bigValue bytes.
+const (
+	queryBig = "big"
+	bigValue = 200_000
+)
+
 // fakeServer is a scripted Postgres server on 127.0.0.1, standing in for a branch's
 // server. It reports each StartupMessage and each CancelRequest it gets.
 type fakeServer struct {
@@ -195,6 +201,11 @@ func (s *fakeServer) serve(c net.Conn) {
 				tx = 'T'
 			case "commit", "rollback":
 				tx = 'I'
+			}
+			if m.String == queryBig {
+				be.Send(&pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{
+					{Name: []byte("v"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1}}})
+				be.Send(&pgproto3.DataRow{Values: [][]byte{bytes.Repeat([]byte("x"), bigValue)}})
 			}
 			be.Send(&pgproto3.CommandComplete{CommandTag: []byte(fakeTag(m.String))})
 			be.Send(&pgproto3.ReadyForQuery{TxStatus: tx})

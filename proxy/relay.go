@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"errors"
 	"net"
 	"os"
@@ -72,6 +73,14 @@ func serverSide(t *sessionTrack) func([]byte) (int, error) {
 	}
 }
 
+// maxTLSWrite caps each write to a TLS connection, so that every TLS record
+// carries at most 8 KB, as a Postgres server's do (it writes through an 8 KB
+// buffer). libpq reads at least 8 KB at a time: of a larger record, OpenSSL keeps
+// the rest decrypted in its own buffer, out of sight of a client that then waits
+// for its socket to be readable (psycopg 3 in COPY TO STDOUT), which waits forever
+// once the server has nothing more to send.
+const maxTLSWrite = 8192
+
 // copyTo copies src to dst, setting a write deadline before each write when
 // timeout > 0. filter, if set, sees each chunk first and says how much of it to
 // write and whether to stop after that.
@@ -79,17 +88,23 @@ func copyTo(dst, src net.Conn, timeout time.Duration, filter func([]byte) (int, 
 	bp := getRelayBuf()
 	defer putRelayBuf(bp)
 	buf := *bp
+	maxWrite := len(buf)
+	if _, ok := dst.(*tls.Conn); ok {
+		maxWrite = maxTLSWrite
+	}
 	for {
 		n, rerr := src.Read(buf)
 		var ferr error
 		if n > 0 && filter != nil {
 			n, ferr = filter(buf[:n])
 		}
-		if n > 0 {
+		for b := buf[:n]; len(b) > 0; {
+			w := b[:min(len(b), maxWrite)]
+			b = b[len(w):]
 			if timeout > 0 {
 				dst.SetWriteDeadline(time.Now().Add(timeout))
 			}
-			if _, err := dst.Write(buf[:n]); err != nil {
+			if _, err := dst.Write(w); err != nil {
 				if errors.Is(err, os.ErrDeadlineExceeded) {
 					return err
 				}

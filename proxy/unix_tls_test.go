@@ -2,34 +2,13 @@ package proxy_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"math/big"
 	"net"
 	"testing"
-	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/proxy"
 )
-
-// selfSigned is a throwaway server certificate.
-func selfSigned(t *testing.T) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		DNSNames: []string{"localhost"}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
 
 // A unix socket client is exempt from --tls-mode require, unless the server asks
 // every client for a certificate (a node's fronts): then it must come over TLS
@@ -43,7 +22,8 @@ func TestUnixSocketTLSRequire(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := defaultConfig()
 			cfg.Auth = proxy.AuthTrust
-			cfg.TLS = &tls.Config{Certificates: []tls.Certificate{selfSigned(t)}, ClientAuth: tc.auth, ClientCAs: x509.NewCertPool()}
+			cfg.TLS = selfSigned(t)
+			cfg.TLS.ClientAuth, cfg.TLS.ClientCAs = tc.auth, x509.NewCertPool()
 			cfg.TLSMode = proxy.TLSRequire
 			p, _, _ := setup(t, cfg, "", nil)
 			ln, err := proxy.ListenUnix(t.TempDir(), 5432)
