@@ -27,6 +27,8 @@ type Lease struct {
 	// internal: the engine's own work holds the lease (acquireExisting), which
 	// reset, stop and destroy with Force wait for rather than end.
 	internal bool
+	// idleEpoch is the branch's idleEpoch when the lease was given (under m.mu).
+	idleEpoch int64
 }
 
 // Dial connects to the branch server's unix socket.
@@ -184,7 +186,8 @@ func (m *Manager) acquire(ctx context.Context, route router.Route, existing bool
 			b.sessions++
 			b.peak = max(b.peak, b.sessions)
 			b.hadSession = true
-			l := &Lease{m: m, b: b, socket: b.inst.SocketPath(), Source: source, Branch: route.Branch, Created: created, internal: existing}
+			l := &Lease{m: m, b: b, socket: b.inst.SocketPath(), Source: source, Branch: route.Branch, Created: created, internal: existing,
+				idleEpoch: b.idleEpoch}
 			if existing {
 				b.internal++
 			}

@@ -41,8 +41,9 @@ func (l *Lease) TakeIdle(key string) io.Closer {
 }
 
 // Park parks c, the reset and idle server session of the lease's session, under key
-// on the branch, when the branch keeps running on the server the lease was given and
-// has room; otherwise c is closed. It is called after Release: the session ended
+// on the branch, when the branch keeps running on the server the lease was given,
+// has room, and has not dropped its parked sessions since the lease was given
+// (DropAllIdle); otherwise c is closed. It is called after Release: the session ended
 // when the client left, so operations waiting for the branch's sessions to end do
 // not wait for the reset that comes before Park.
 func (l *Lease) Park(key string, c io.Closer) {
@@ -50,7 +51,7 @@ func (l *Lease) Park(key string, c io.Closer) {
 	m.mu.Lock()
 	b := l.b
 	keep := !m.closed && m.cfg.MaxIdleServers > 0 && b.inst != nil && b.inst == l.use.inst && b.op == nil &&
-		!b.overQuota && !(b.rec.Ephemeral && b.sessions == 0)
+		!b.overQuota && !(b.rec.Ephemeral && b.sessions == 0) && l.idleEpoch == b.idleEpoch
 	var evicted io.Closer
 	if keep {
 		if b.idleCount >= m.cfg.MaxIdleServers {
@@ -206,4 +207,20 @@ func (l *Lease) DropIdle() io.Closer {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return l.b.popOldestIdleLocked()
+}
+
+// DropAllIdle closes every server session parked on the lease's branch, and those
+// whose clients are on it now as they end, instead of parking them. The proxy
+// calls it when a client sends a statement that needs the branch's other sessions
+// gone (DROP DATABASE, CREATE DATABASE … TEMPLATE, ALTER DATABASE … RENAME) or
+// whose settings reach only new sessions (ALTER ROLE/DATABASE … SET).
+func (l *Lease) DropAllIdle() {
+	m := l.m
+	m.mu.Lock()
+	l.b.idleEpoch++
+	all := l.b.takeAllIdleLocked()
+	m.mu.Unlock()
+	for _, c := range all {
+		c.Close()
+	}
 }

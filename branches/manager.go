@@ -152,6 +152,9 @@ type branch struct {
 
 	idle      map[string][]parkedConn // parked server sessions by startup key, oldest first
 	idleCount int
+	// idleEpoch counts DropAllIdle calls: a server session whose client came
+	// before the last one is not parked.
+	idleEpoch int64
 }
 
 // op is one lifecycle operation in flight. done is closed when it ends; err is set before.

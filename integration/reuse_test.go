@@ -327,3 +327,49 @@ func TestParkedSessionsGiveWaySlots(t *testing.T) {
 		t.Errorf("a session past max_connections: %v, want the server's 53300", err)
 	}
 }
+
+// TestDatabaseDDLDropsParked: a server session parked on a database does not make
+// DROP DATABASE, CREATE DATABASE … TEMPLATE or ALTER DATABASE … RENAME fail with
+// 55006 after its client has gone (a test framework's teardown), whether the
+// statement comes on a new session or on one open all along; and ALTER DATABASE …
+// SET reaches the next client of a database whose sessions were parked.
+func TestDatabaseDDLDropsParked(t *testing.T) {
+	// The epoll loop reads the statements; the kernel relay does not (README).
+	s := startServer(t, newStateDir(t), "--relay", "epoll")
+	s.seedSQL("app", reuseSQL)
+	ctx := context.Background()
+	exec := func(c *pgx.Conn, sql string) {
+		t.Helper()
+		if _, err := c.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v\nserver log:\n%s", sql, err, s.logs())
+		}
+	}
+	admin := s.connect(t, "postgres@ddl") // open all along
+	exec(admin, "CREATE DATABASE t1")
+	use := func(db string) {
+		t.Helper()
+		c := s.connect(t, db+"@ddl")
+		exec(c, "SELECT 1")
+		c.Close(ctx)
+	}
+	use("t1")
+	parkedOn(t, s, "ddl", 1)
+	exec(admin, "ALTER DATABASE t1 RENAME TO t2")
+	use("t2")
+	parkedOn(t, s, "ddl", 1)
+	exec(admin, "CREATE DATABASE t3 TEMPLATE t2")
+	use("t2")
+	parkedOn(t, s, "ddl", 1)
+	// On a new session, as a test runner's teardown connects.
+	c := s.connect(t, "postgres@ddl")
+	exec(c, "DROP DATABASE t2")
+	c.Close(ctx)
+
+	use("t3")
+	use("t3")
+	exec(admin, "ALTER DATABASE t3 SET search_path = 'changed'")
+	c = s.connect(t, "t3@ddl")
+	if got := scalar[string](t, c, "SHOW search_path"); got != "changed" {
+		t.Errorf("search_path after ALTER DATABASE … SET: %q, want changed", got)
+	}
+}

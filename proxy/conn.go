@@ -523,6 +523,9 @@ func (s *Server) relaySession(conn, raw net.Conn, e *ending, keepClient bool, af
 		track = &sessionTrack{}
 		if s.cfg.Reuse {
 			track.reports.sc = sc // parked for the next client, whose greeting they are
+			if d, ok := e.lease.(AllIdleDropper); ok {
+				track.dropIdle = d.DropAllIdle
+			}
 		}
 	}
 	if pc := plainConn(conn); pc != nil && len(s.pumps) > 0 && sc.socket() {

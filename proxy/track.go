@@ -1,6 +1,9 @@
 package proxy
 
-import "encoding/binary"
+import (
+	"bytes"
+	"encoding/binary"
+)
 
 // frames follows the message boundaries of one direction of a relayed session
 // without buffering it: it sees every byte once, in order, in chunks of any size.
@@ -76,6 +79,12 @@ type sessionTrack struct {
 	wantStat bool  // the last message seen was ReadyForQuery and its status byte is still to come
 
 	reports statusCapture // the server's parameter reports, for its next client's greeting
+
+	// dropIdle, when set, is called before a Query or Parse whose text starts
+	// with a statement that needs the branch's parked sessions gone (dropsIdle)
+	// is forwarded. Only a statement whose first words are in the chunk seen is
+	// noticed.
+	dropIdle func()
 }
 
 // fromClient notes what the client sent. It returns how many bytes of b to forward
@@ -86,7 +95,10 @@ func (t *sessionTrack) fromClient(b []byte) int {
 		return 0
 	}
 	fwd := len(b)
-	t.client.scan(b, func(typ byte, start, _ int) bool {
+	t.client.scan(b, func(typ byte, start, bodyAt int) bool {
+		if t.dropIdle != nil && (typ == 'Q' || typ == 'P') && bodyAt < len(b) {
+			t.noteStatement(typ, b[bodyAt:bodyAt+int(min(int64(len(b)-bodyAt), t.client.remain))])
+		}
 		switch typ {
 		case 'X':
 			t.terminated = true
@@ -119,6 +131,21 @@ func (t *sessionTrack) fromClient(b []byte) int {
 		return true
 	})
 	return fwd
+}
+
+// noteStatement calls dropIdle when body, the part of a Query's or Parse's body in
+// the chunk seen, starts a statement that needs the branch's parked sessions gone.
+func (t *sessionTrack) noteStatement(typ byte, body []byte) {
+	if typ == 'P' {
+		i := bytes.IndexByte(body, 0) // the prepared statement's name
+		if i < 0 {
+			return
+		}
+		body = body[i+1:]
+	}
+	if dropsIdle(body) {
+		t.dropIdle()
+	}
 }
 
 // fromServer notes what the server sent.
