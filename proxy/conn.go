@@ -435,54 +435,47 @@ func (s *Server) serverSession(ctx context.Context, lease Lease, params map[stri
 }
 
 // tooManyConnections reports whether err is a branch server's refusal of a new
-// session for want of connection slots (max_connections, the slots reserved for
-// superusers, a role's or a database's connection limit).
+// session for want of connection slots on the whole server (max_connections and
+// the slots reserved for superusers), which parked sessions of any startup key
+// hold. A role's or a database's connection limit is refused with the same code,
+// "too many connections for role …": the branch's other parked sessions do not
+// count against it, and are left alone.
 func tooManyConnections(err error) bool {
 	var be *backendError
-	return errors.As(err, &be) && be.code == codeTooMany
+	return errors.As(err, &be) && be.code == codeTooMany && !strings.HasPrefix(be.text, "too many connections for ")
 }
 
-// slotWait bounds how long a start-up waits for the slot of a parked session it
-// closed to come free (its backend exits once it reads the end of its connection),
-// trying again every slotPoll.
-const (
-	slotWait = 250 * time.Millisecond
-	slotPoll = 5 * time.Millisecond
-)
+// slotWait bounds how long closing a parked session waits for its backend to give
+// up its slot.
+const slotWait = time.Second
 
 // dialFreeingSlots starts a session for params on a branch server that refused
 // one for want of connection slots (err): sessions parked on the branch hold
-// slots that no client uses, so it closes them one at a time, the longest parked
-// first, until the server takes the session or none is left. The client gets the
-// server's refusal only when the slots are its clients'.
+// slots that no client uses, so it ends them one at a time, the longest parked
+// first, each until its backend has gone, and tries again after each, until the
+// server takes the session or none is left. The client gets the server's refusal
+// only when the slots are its clients'.
 func dialFreeingSlots(ctx context.Context, lease Lease, params map[string]string, err error) (*serverConn, error) {
 	d, ok := lease.(IdleDropper)
 	if !ok {
 		return nil, err
 	}
-	for {
+	for ctx.Err() == nil {
 		c := d.DropIdle()
 		if c == nil {
 			return nil, err
 		}
-		c.Close()
-		deadline := time.Now().Add(slotWait)
-		for {
-			var sc *serverConn
-			sc, err = dialServer(ctx, lease.Dial, params)
-			if !tooManyConnections(err) {
-				return sc, err
-			}
-			if time.Now().After(deadline) {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return nil, err
-			case <-time.After(slotPoll):
-			}
+		if sc, ok := c.(*serverConn); ok {
+			sc.terminate(slotWait)
+		} else {
+			c.Close()
+		}
+		var sc *serverConn
+		if sc, err = dialServer(ctx, lease.Dial, params); !tooManyConnections(err) {
+			return sc, err
 		}
 	}
+	return nil, err
 }
 
 // relayOutcome is what a relayed session left: of its server session (end) and,

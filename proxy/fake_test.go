@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"io"
 	"maps"
@@ -56,6 +57,7 @@ type fakeServer struct {
 	// maxSessions, when set, is how many sessions the server serves at once: it
 	// refuses more with 53300, as Postgres does past max_connections.
 	maxSessions int32
+	tooMany     string       // the refusal's message; "" for max_connections'
 	live        atomic.Int32 // sessions started and not ended
 
 	mu     sync.Mutex
@@ -145,7 +147,7 @@ func (s *fakeServer) serve(c net.Conn) {
 	if s.live.Add(1) > s.maxSessions && s.maxSessions > 0 {
 		s.live.Add(-1)
 		be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "53300",
-			Message: "sorry, too many clients already"})
+			Message: cmp.Or(s.tooMany, "sorry, too many clients already")})
 		be.Flush()
 		return
 	}
@@ -173,7 +175,7 @@ func (s *fakeServer) serve(c net.Conn) {
 		be.Send(&pgproto3.AuthenticationOk{})
 		be.Send(&pgproto3.BackendKeyData{ProcessID: backendPID, SecretKey: backendSecret})
 		be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "53300",
-			Message: "sorry, too many clients already"})
+			Message: cmp.Or(s.tooMany, "sorry, too many clients already")})
 		be.Flush()
 		return
 	}

@@ -228,6 +228,28 @@ func TestParkedSessionsGiveWayToClients(t *testing.T) {
 	})
 }
 
+// TestRoleLimitKeepsParked: a refusal for a role's connection limit is not a want
+// of slots that parked sessions of other keys hold: they stay parked, and the
+// client gets the refusal at once.
+func TestRoleLimitKeepsParked(t *testing.T) {
+	p, fb, fs := setup(t, reuseConfig(false), scriptOK, nil)
+	fs.maxSessions = 2
+	fs.tooMany = `too many connections for role "u"`
+	for i, opts := range []string{"-c work_mem=1MB", "-c work_mem=2MB"} {
+		conn := p.mustConnect(t, "dbname=app@feat options='"+opts+"'")
+		query(t, conn)
+		closeConn(t, conn)
+		fb.waitParks(t, int32(i+1))
+	}
+	_, err := p.connect(t, "dbname=app@feat")
+	if pe := pgError(t, err); pe.Code != "53300" {
+		t.Errorf("client past the role's limit got %s %q, want the server's 53300", pe.Code, pe.Message)
+	}
+	if n := fb.parked(); n != 2 {
+		t.Errorf("%d server sessions parked after a role's limit, want both kept", n)
+	}
+}
+
 // TestAppNameFromOptions: a client that sets application_name only through
 // options is told it, and a reused session keeps it rather than losing it.
 func TestAppNameFromOptions(t *testing.T) {

@@ -399,6 +399,21 @@ func (sc *serverConn) Close() error {
 	return unix.Close(fd)
 }
 
+// terminate ends the server session and waits, up to timeout, until its backend
+// has gone: it sends Terminate and reads to the end of the connection, which the
+// backend's exit closes after it has given up its connection slot.
+func (sc *serverConn) terminate(timeout time.Duration) {
+	if err := sc.attach(); err != nil {
+		return
+	}
+	defer sc.Conn.Close()
+	sc.Conn.SetDeadline(time.Now().Add(timeout))
+	if _, err := sc.Conn.Write([]byte{'X', 0, 0, 0, 4}); err != nil {
+		return
+	}
+	_, _ = io.Copy(io.Discard, sc.Conn)
+}
+
 // setAppName applies a client's application_name to a reused session.
 func (sc *serverConn) setAppName(name string, timeout time.Duration) error {
 	if err := sc.exec(timeout, setAppNameQuery(name)); err != nil {
