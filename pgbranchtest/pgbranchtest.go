@@ -122,7 +122,12 @@ func (c *config) resolve(ctx context.Context) (base *url.URL, database, source s
 	}
 	base, err = url.Parse(c.proxyURL)
 	if err != nil || (base.Scheme != "postgres" && base.Scheme != "postgresql") {
-		return nil, "", "", nil, fmt.Errorf("PGBRANCH_URL %q: want postgres://user@host:port/database", c.proxyURL)
+		// The value may hold a password: test logs keep what is printed here.
+		why := "not a URL"
+		if err == nil {
+			why = fmt.Sprintf("a URL of scheme %q", base.Scheme)
+		}
+		return nil, "", "", nil, fmt.Errorf("PGBRANCH_URL is %s: want postgres://user@host:port/database", why)
 	}
 	database, _, _ = strings.Cut(strings.TrimPrefix(base.Path, "/"), "@")
 	if database == "" {

@@ -1,6 +1,7 @@
 package pgbranchtest
 
 import (
+	"context"
 	"net/url"
 	"strings"
 	"testing"
@@ -21,6 +22,18 @@ func TestKeptURLRedacted(t *testing.T) {
 		got := redacted(branchURL(base, "app", "t-1", "src", false))
 		if got != want || strings.Contains(got, "s3") {
 			t.Errorf("redacted(%q):\n got  %s\n want %s", in, got, want)
+		}
+	}
+}
+
+// A PGBRANCH_URL the helper cannot use is refused without printing it: it may
+// hold a password, and test logs keep the message.
+func TestBadProxyURLNotEchoed(t *testing.T) {
+	for _, in := range []string{"host=h user=u password=s3cret dbname=app", "postgres://u:p%zzs3cret@h/app", "postgresql+pgx://u:s3cret@h/app"} {
+		c := &config{proxyURL: in}
+		_, _, _, _, err := c.resolve(context.Background())
+		if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "PGBRANCH_URL is") {
+			t.Errorf("PGBRANCH_URL %q: %v", in, err)
 		}
 	}
 }

@@ -55,10 +55,11 @@ func WithMigrations(migrations any, hash string) Option {
 
 // templateName is the deterministic name of the template for these migrations of
 // database in generation of source's seed, the same in every test binary: after
-// `source refresh` the migrations run again on the new seed.
+// `source refresh` the migrations run again on the new seed. The name ends with
+// the generation ("pgbt-…-g3"), so that an operator can tell old templates.
 func templateName(source string, generation int, database, hash string) string {
 	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%s\x00%s", source, generation, database, hash))
-	return templatePrefix + hex.EncodeToString(sum[:8])
+	return fmt.Sprintf("%s%s-g%d", templatePrefix, hex.EncodeToString(sum[:8]), generation)
 }
 
 // generationOf is the seed generation of source among sources; 0 when it is not

@@ -72,6 +72,9 @@ func TestSystemdUnit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if start, err := strconv.Atoi(unit["TimeoutStartSec"]); err != nil || start < 300 {
+		t.Errorf("TimeoutStartSec=%s: want at least 5min, for the reconcile before READY=1", unit["TimeoutStartSec"])
+	}
 	stop, err := strconv.Atoi(unit["TimeoutStopSec"])
 	if need := grace + serverStopBound + shutdownBound; err != nil || time.Duration(stop)*time.Second < need {
 		t.Errorf("TimeoutStopSec=%s: want at least %v (--grace, the branch servers' stop, the rest)", unit["TimeoutStopSec"], need)
