@@ -126,7 +126,14 @@ func (a *API) metrics(w http.ResponseWriter, r *http.Request) {
 	a.metricsH.ServeHTTP(w, r)
 }
 
-func (a *API) info(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, a.m.Info()) }
+// info answers the server's ServerInfo and the caller's role, which tells a client
+// what it may read besides (role ci: not /metrics).
+func (a *API) info(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, struct {
+		branches.ServerInfo
+		Role string `json:"role,omitempty"`
+	}{a.m.Info(), CallerFrom(r.Context()).Role})
+}
 
 func (a *API) sources(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, a.m.Sources())

@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 
+	"github.com/pgbranchproxy/pgbranchproxy/admin"
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -16,16 +17,23 @@ func newInfo(g *globalFlags) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c := newClient(g)
-			var info branches.ServerInfo
+			var info struct {
+				branches.ServerInfo
+				Role string `json:"role"`
+			}
 			if err := c.call(cmd.Context(), http.MethodGet, "/v1/info", nil, &info); err != nil {
 				return err
 			}
 			out := struct {
 				branches.ServerInfo
 				Relay *relayInfo `json:"relay,omitempty"`
-			}{ServerInfo: info}
-			if resp, err := c.do(cmd.Context(), http.MethodGet, "/metrics", nil); err == nil {
-				out.Relay = readRelayInfo(resp)
+			}{ServerInfo: info.ServerInfo}
+			// The relay's figures are in /metrics, which role ci may not read: asking
+			// would only leave a refusal in the audit log.
+			if info.Role != admin.RoleCI {
+				if resp, err := c.do(cmd.Context(), http.MethodGet, "/metrics", nil); err == nil {
+					out.Relay = readRelayInfo(resp)
+				}
 			}
 			return printJSON(out)
 		},
