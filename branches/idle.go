@@ -55,7 +55,7 @@ func (l *Lease) Park(key string, c io.Closer) {
 	var evicted io.Closer
 	if keep {
 		if b.idleCount >= m.cfg.MaxIdleServers {
-			evicted = b.popOldestIdleLocked()
+			evicted = b.popOldestIdleLocked(nil)
 		}
 		b.addIdleLocked(key, c, m.now())
 	}
@@ -77,11 +77,15 @@ func (b *branch) addIdleLocked(key string, c io.Closer, now time.Time) {
 	b.idleCount++
 }
 
-// popOldestIdleLocked removes the longest-parked session. m.mu is held.
-func (b *branch) popOldestIdleLocked() io.Closer {
+// popOldestIdleLocked removes the longest-parked session whose key match accepts
+// (nil: any). m.mu is held.
+func (b *branch) popOldestIdleLocked(match func(key string) bool) io.Closer {
 	var oldKey string
 	var oldest time.Time
 	for k, list := range b.idle {
+		if match != nil && !match(k) {
+			continue
+		}
 		if t := list[0].since; oldKey == "" || t.Before(oldest) {
 			oldKey, oldest = k, t
 		}
@@ -198,15 +202,15 @@ func (m *Manager) wantKeyLocked(source, key string) {
 // maxTrackedKeys bounds the startup keys remembered per source.
 const maxTrackedKeys = 64
 
-// DropIdle removes the longest-parked server session of the lease's branch,
-// whatever its startup key, and returns it for the caller to close, or nil. The
-// proxy calls it when the branch's server has no connection slot left for a new
-// session: parked sessions hold slots that no client uses.
-func (l *Lease) DropIdle() io.Closer {
+// DropIdle removes the longest-parked server session of the lease's branch whose
+// startup key match accepts (nil: any), and returns it for the caller to close,
+// or nil. The proxy calls it when the branch's server has no connection slot left
+// for a new session: parked sessions hold slots that no client uses.
+func (l *Lease) DropIdle(match func(key string) bool) io.Closer {
 	m := l.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return l.b.popOldestIdleLocked()
+	return l.b.popOldestIdleLocked(match)
 }
 
 // DropAllIdle closes every server session parked on the lease's branch, and those

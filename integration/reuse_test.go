@@ -373,3 +373,20 @@ func TestDatabaseDDLDropsParked(t *testing.T) {
 		t.Errorf("search_path after ALTER DATABASE … SET: %q, want changed", got)
 	}
 }
+
+// TestRoleLimitWithParked: a role's connection limit counts the role's parked
+// sessions too; a client of the role gets in as it would without reuse, its
+// parked session under other parameters ended to make room.
+func TestRoleLimitWithParked(t *testing.T) {
+	s := startServer(t, newStateDir(t))
+	s.seedSQL("app", "CREATE ROLE lim LOGIN CONNECTION LIMIT 1; CREATE TABLE t (i int);")
+	ctx := context.Background()
+	c := s.connect(t, "app@lim", "user=lim", "options='-c work_mem=3MB'")
+	c.Close(ctx)
+	parkedOn(t, s, "lim", 1)
+	c, err := pgx.Connect(ctx, s.dsn("app@lim", "user=lim"))
+	if err != nil {
+		t.Fatalf("the role's one client, its parked session under other options: %v\nserver log:\n%s", err, s.logs())
+	}
+	c.Close(ctx)
+}

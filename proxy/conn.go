@@ -425,7 +425,7 @@ func (s *Server) serverSession(ctx context.Context, lease Lease, params map[stri
 		// refused, waits for the exit to be seen and starts the server again.
 		sc, err = dialServer(ctx, lease.Dial, params)
 	}
-	if tooManyConnections(err) {
+	if short, _ := tooManyConnections(err); short {
 		sc, err = dialFreeingSlots(ctx, lease, params, err)
 	}
 	if err == nil {
@@ -435,14 +435,25 @@ func (s *Server) serverSession(ctx context.Context, lease Lease, params map[stri
 }
 
 // tooManyConnections reports whether err is a branch server's refusal of a new
-// session for want of connection slots on the whole server (max_connections and
-// the slots reserved for superusers), which parked sessions of any startup key
-// hold. A role's or a database's connection limit is refused with the same code,
-// "too many connections for role …": the branch's other parked sessions do not
-// count against it, and are left alone.
-func tooManyConnections(err error) bool {
+// session for want of connection slots, and which parked sessions hold the slots
+// in question: for max_connections (and the slots reserved for superusers) any;
+// for a role's connection limit ("too many connections for role …") those of
+// that user; for a database's, those on that database. A message in another
+// language is taken for max_connections.
+func tooManyConnections(err error) (bool, func(key string) bool) {
 	var be *backendError
-	return errors.As(err, &be) && be.code == codeTooMany && !strings.HasPrefix(be.text, "too many connections for ")
+	if !errors.As(err, &be) || be.code != codeTooMany {
+		return false, nil
+	}
+	for _, lim := range []struct{ prefix, param string }{
+		{`too many connections for role "`, "user"}, {`too many connections for database "`, "database"},
+	} {
+		if name, ok := strings.CutPrefix(be.text, lim.prefix); ok {
+			name = strings.TrimSuffix(name, `"`)
+			return true, func(key string) bool { return keyParam(key, lim.param) == name }
+		}
+	}
+	return true, nil
 }
 
 // slotWait bounds how long closing a parked session waits for its backend to give
@@ -451,27 +462,35 @@ const slotWait = time.Second
 
 // dialFreeingSlots starts a session for params on a branch server that refused
 // one for want of connection slots (err): sessions parked on the branch hold
-// slots that no client uses, so it ends them one at a time, the longest parked
-// first, each until its backend has gone, and tries again after each, until the
-// server takes the session or none is left. The client gets the server's refusal
-// only when the slots are its clients'.
+// slots that no client uses, so it ends those that hold the slots in question
+// (tooManyConnections) one at a time, the longest parked first, each until its
+// backend has gone, and tries again after each, until the server takes the
+// session or none is left. The client gets the server's refusal only when the
+// slots are its clients'.
 func dialFreeingSlots(ctx context.Context, lease Lease, params map[string]string, err error) (*serverConn, error) {
 	d, ok := lease.(IdleDropper)
 	if !ok {
 		return nil, err
 	}
+	_, match := tooManyConnections(err)
 	for ctx.Err() == nil {
-		c := d.DropIdle()
+		c := d.DropIdle(match)
 		if c == nil {
 			return nil, err
 		}
 		if sc, ok := c.(*serverConn); ok {
-			sc.terminate(slotWait)
+			wait := slotWait
+			if dl, ok := ctx.Deadline(); ok {
+				wait = min(wait, time.Until(dl))
+			}
+			sc.terminate(wait)
 		} else {
 			c.Close()
 		}
 		var sc *serverConn
-		if sc, err = dialServer(ctx, lease.Dial, params); !tooManyConnections(err) {
+		sc, err = dialServer(ctx, lease.Dial, params)
+		var more bool
+		if more, match = tooManyConnections(err); !more {
 			return sc, err
 		}
 	}

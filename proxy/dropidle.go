@@ -12,7 +12,8 @@ type AllIdleDropper interface {
 // statement that Postgres refuses or waits on while other sessions use a database
 // (DROP DATABASE, CREATE DATABASE … TEMPLATE, ALTER DATABASE … RENAME), or whose
 // settings reach only sessions that start after it (ALTER DATABASE … SET, ALTER
-// ROLE or USER … SET). A parked server session is such another session, and one
+// ROLE or USER … SET), or that ends a role a parked session is logged in as (DROP
+// ROLE or USER). A parked server session is such another session, and one
 // no client uses: the proxy closes them before the statement reaches the server.
 func dropsIdle(q []byte) bool {
 	first, rest := sqlWord(q)
@@ -20,7 +21,10 @@ func dropsIdle(q []byte) bool {
 	switch {
 	case second == nil:
 		return false
-	case bytes.EqualFold(first, []byte("drop")), bytes.EqualFold(first, []byte("create")):
+	case bytes.EqualFold(first, []byte("drop")):
+		return bytes.EqualFold(second, []byte("database")) || bytes.EqualFold(second, []byte("role")) ||
+			bytes.EqualFold(second, []byte("user"))
+	case bytes.EqualFold(first, []byte("create")):
 		return bytes.EqualFold(second, []byte("database"))
 	case bytes.EqualFold(first, []byte("alter")):
 		return bytes.EqualFold(second, []byte("database")) || bytes.EqualFold(second, []byte("role")) ||

@@ -296,6 +296,19 @@ func (b *fakeBranches) parked() int {
 	return n
 }
 
+// parkedWith reports whether a server session is parked under a startup key
+// that holds s.
+func (b *fakeBranches) parkedWith(s string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k, cs := range b.idle {
+		if len(cs) > 0 && strings.Contains(k, s) {
+			return true
+		}
+	}
+	return false
+}
+
 func newFakeBranches(addr string, err error) *fakeBranches {
 	return &fakeBranches{addr: addr, err: err, routes: make(chan router.Route, 64), lookups: make(chan router.Route, 64)}
 }
@@ -371,11 +384,11 @@ func (l *fakeLease) TakeIdle(key string) io.Closer {
 	return c
 }
 
-func (l *fakeLease) DropIdle() io.Closer {
+func (l *fakeLease) DropIdle(match func(key string) bool) io.Closer {
 	l.b.mu.Lock()
 	defer l.b.mu.Unlock()
 	for k, cs := range l.b.idle {
-		if len(cs) > 0 {
+		if len(cs) > 0 && (match == nil || match(k)) {
 			l.b.idle[k] = cs[1:]
 			return cs[0]
 		}

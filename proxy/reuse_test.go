@@ -228,26 +228,25 @@ func TestParkedSessionsGiveWayToClients(t *testing.T) {
 	})
 }
 
-// TestRoleLimitKeepsParked: a refusal for a role's connection limit is not a want
-// of slots that parked sessions of other keys hold: they stay parked, and the
-// client gets the refusal at once.
-func TestRoleLimitKeepsParked(t *testing.T) {
+// TestRoleLimitFreesItsOwn: a refusal for a role's connection limit is for want
+// of that role's slots: the proxy ends parked sessions of that user (under other
+// startup parameters), not those of other users, and the client gets in.
+func TestRoleLimitFreesItsOwn(t *testing.T) {
 	p, fb, fs := setup(t, reuseConfig(false), scriptOK, nil)
 	fs.maxSessions = 2
 	fs.tooMany = `too many connections for role "u"`
-	for i, opts := range []string{"-c work_mem=1MB", "-c work_mem=2MB"} {
-		conn := p.mustConnect(t, "dbname=app@feat options='"+opts+"'")
+	for i, extra := range []string{"user=v", "options='-c work_mem=1MB'"} { // v parked first: the oldest
+		conn := p.mustConnect(t, "dbname=app@feat "+extra)
 		query(t, conn)
 		closeConn(t, conn)
 		fb.waitParks(t, int32(i+1))
 	}
-	_, err := p.connect(t, "dbname=app@feat")
-	if pe := pgError(t, err); pe.Code != "53300" {
-		t.Errorf("client past the role's limit got %s %q, want the server's 53300", pe.Code, pe.Message)
+	conn := p.mustConnect(t, "dbname=app@feat")
+	query(t, conn)
+	if n := fb.parked(); n != 1 || !fb.parkedWith("user\x00v\x00") {
+		t.Errorf("%d server sessions parked, want 1, user v's (kept: %v), u's ended", n, fb.parkedWith("user\x00v\x00"))
 	}
-	if n := fb.parked(); n != 2 {
-		t.Errorf("%d server sessions parked after a role's limit, want both kept", n)
-	}
+	closeConn(t, conn)
 }
 
 // TestAppNameFromOptions: a client that sets application_name only through

@@ -40,9 +40,10 @@ type Lease interface {
 // branch's server: when that server refuses a new session for want of slots
 // (53300), the proxy closes parked sessions, one at a time, and tries again.
 type IdleDropper interface {
-	// DropIdle removes the longest-parked server session of the branch and
-	// returns it for the caller to close, or nil when none is parked.
-	DropIdle() io.Closer
+	// DropIdle removes the longest-parked server session of the branch whose
+	// startup key match accepts (nil: any) and returns it for the caller to
+	// close, or nil when none is parked.
+	DropIdle(match func(key string) bool) io.Closer
 }
 
 // A RouteForwarder is a Lease whose server is another pgbranchproxy that routes

@@ -61,6 +61,21 @@ func startupKey(params map[string]string) string {
 	return b.String()
 }
 
+// keyParam is the value of startup parameter name in a startup key; the
+// database defaults to the user, as Postgres takes it.
+func keyParam(key, name string) string {
+	f := strings.Split(key, "\x00")
+	for i := 0; i+1 < len(f); i += 2 {
+		if f[i] == name {
+			return f[i+1]
+		}
+	}
+	if name == "database" {
+		return keyParam(key, "user")
+	}
+	return ""
+}
+
 // appNameOf returns the application_name a session with these startup parameters
 // starts with: the parameter, else what options sets (the startup key includes
 // options, so every server session of the key starts with it), else "".

@@ -85,6 +85,10 @@ type sessionTrack struct {
 	// is forwarded. Only a statement whose first words are in the chunk seen is
 	// noticed.
 	dropIdle func()
+	// dropAgain: such a statement went out, and dropIdle runs again at the next
+	// ReadyForQuery outside a transaction, once it has taken effect: a session
+	// that began in between started with what the statement changes.
+	dropAgain bool
 }
 
 // fromClient notes what the client sent. It returns how many bytes of b to forward
@@ -145,6 +149,7 @@ func (t *sessionTrack) noteStatement(typ byte, body []byte) {
 	}
 	if dropsIdle(body) {
 		t.dropIdle()
+		t.dropAgain = true
 	}
 }
 
@@ -152,6 +157,7 @@ func (t *sessionTrack) noteStatement(typ byte, body []byte) {
 func (t *sessionTrack) fromServer(b []byte) {
 	if t.wantStat && len(b) > 0 {
 		t.status, t.wantStat = b[0], false
+		t.ready()
 	}
 	if t.reports.need > 0 {
 		t.reports.more(b)
@@ -166,11 +172,22 @@ func (t *sessionTrack) fromServer(b []byte) {
 		t.readies++
 		if bodyAt < len(b) {
 			t.status = b[bodyAt]
+			t.ready()
 		} else {
 			t.wantStat = true
 		}
 		return true
 	})
+}
+
+// ready notes a ReadyForQuery whose status is t.status: outside a transaction,
+// what a statement that dropped the parked sessions changed has taken effect,
+// and the sessions parked since are dropped too.
+func (t *sessionTrack) ready() {
+	if t.dropAgain && t.status == 'I' {
+		t.dropAgain = false
+		t.dropIdle()
+	}
 }
 
 // idle reports whether the server connection is idle outside a transaction, with

@@ -598,3 +598,4 @@ func cmpOr(a, b string) string {
 
 // The proxy closes parked sessions of a branch whose server has no slot left.
 var _ proxy.IdleDropper = (*branches.Lease)(nil)
+var _ proxy.AllIdleDropper = (*branches.Lease)(nil)
