@@ -40,7 +40,10 @@ func TestFrontRoutesToNode(t *testing.T) {
 	defer cancel()
 	_, url := startCatalog(t, ctx)
 	state := newStateDir(t)
-	node := startServer(t, state, "--catalog", url, "--role", "node")
+	// The node's epoll loop, whatever INTEGRATION_RELAY says: the test checks that
+	// a front's node connections are kept for its next sessions, which the
+	// kernel relay does not do (README).
+	node := startServer(t, state, "--catalog", url, "--role", "node", "--relay", "epoll")
 	node.seedSQL("app", rolesSQL+"GRANT CREATE ON SCHEMA public TO alice;")
 	metricsAddr := freeAddr(t)
 	fr := startFront(t, url, "--auth", "scram-sha-256", "--max-failed-logins", "-1", "--metrics-listen", metricsAddr)
