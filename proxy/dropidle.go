@@ -65,3 +65,45 @@ func sqlWord(q []byte) (word, rest []byte) {
 	}
 	return nil, nil
 }
+
+// maxStmtHead is how much of a Query's or Parse's body is kept when it is split
+// across chunks: a statement behind longer comments is then not seen (in one
+// chunk, all of it is looked at).
+const maxStmtHead = 256
+
+// stmtHead collects the first bytes of a Query's or Parse's body when they do not
+// all come in the chunk that holds the message's header.
+type stmtHead struct {
+	typ  byte
+	body []byte
+	need int64 // bytes still to come
+}
+
+// begin starts a message of type typ whose body, remain bytes long, begins at
+// b[bodyAt] (or in a later chunk, when bodyAt is len(b)). When b holds the body's
+// first maxStmtHead bytes it returns what b holds of the body, without copying;
+// else it keeps that and more returns the rest.
+func (h *stmtHead) begin(typ byte, b []byte, bodyAt int, remain int64) []byte {
+	want := min(remain, maxStmtHead)
+	have := b[bodyAt:min(int64(len(b)), int64(bodyAt)+remain)]
+	if int64(len(have)) >= want {
+		return have
+	}
+	h.typ, h.body, h.need = typ, append(h.body[:0], have...), want-int64(len(have))
+	return nil
+}
+
+// more adds the start of b to the message begun in an earlier chunk, and returns
+// its type and first bytes once they are all in.
+func (h *stmtHead) more(b []byte) (byte, []byte) {
+	if h.need == 0 {
+		return 0, nil
+	}
+	n := min(int64(len(b)), h.need)
+	h.body = append(h.body, b[:n]...)
+	h.need -= n
+	if h.need > 0 {
+		return 0, nil
+	}
+	return h.typ, h.body
+}

@@ -1,6 +1,9 @@
 package proxy
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestDropsIdle(t *testing.T) {
 	t.Parallel()
@@ -30,8 +33,8 @@ func TestDropsIdle(t *testing.T) {
 	}
 }
 
-// The client's Query or Parse with such a statement calls dropIdle before it is
-// forwarded; one whose first words are split across chunks is not seen.
+// The client's Query or Parse with such a statement calls dropIdle before the
+// chunk that completes its first words is forwarded, however it is split.
 func TestTrackDropIdle(t *testing.T) {
 	t.Parallel()
 	query := func(typ byte, body string) []byte {
@@ -40,6 +43,13 @@ func TestTrackDropIdle(t *testing.T) {
 		n := len(b) - 1
 		b[1], b[2], b[3], b[4] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
 		return b
+	}
+	// split cuts b into chunks of at most n bytes.
+	split := func(b []byte, n int) (chunks [][]byte) {
+		for len(b) > n {
+			chunks, b = append(chunks, b[:n]), b[n:]
+		}
+		return append(chunks, b)
 	}
 	for _, tc := range []struct {
 		name   string
@@ -52,7 +62,15 @@ func TestTrackDropIdle(t *testing.T) {
 		{"select", [][]byte{query('Q', "SELECT 1\x00")}, 0},
 		// Once more at the ReadyForQuery outside a transaction after it.
 		{"committed", [][]byte{query('Q', "ALTER ROLE app SET work_mem = '8MB'\x00")}, 1},
-		{"split", func() [][]byte { q := query('Q', "DROP DATABASE foo\x00"); return [][]byte{q[:9], q[9:]} }(), 0},
+		{"split in a word", split(query('Q', "DROP DATABASE foo\x00"), 9), 1},
+		{"split in the header", split(query('Q', "drop database foo\x00"), 3), 1},
+		{"header alone", split(query('Q', "drop database foo\x00"), 5), 1},
+		{"byte by byte", split(query('P', "s1\x00ALTER ROLE r SET x = 1\x00\x00\x00"), 1), 1},
+		{"long", split(query('Q', "/*"+strings.Repeat("x", 200)+"*/ DROP DATABASE foo;"+strings.Repeat(" ", 1000)+"\x00"), 210), 1},
+		{"behind a long comment", [][]byte{query('Q', "/*"+strings.Repeat("x", 300)+"*/ DROP DATABASE foo\x00")}, 1},
+		{"behind a long comment, split", split(query('Q', "/*"+strings.Repeat("x", 300)+"*/ DROP DATABASE foo\x00"), 100), 0},
+		{"split select", split(append(query('Q', "SELECT 'DROP DATABASE x'\x00"), query('Q', "SELECT 1\x00")...), 7), 0},
+		{"split after a select", split(append(query('Q', "SELECT 1\x00"), query('Q', "DROP DATABASE x\x00")...), 17), 1},
 	} {
 		calls := 0
 		tr := &sessionTrack{dropIdle: func() { calls++ }}

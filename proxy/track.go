@@ -82,9 +82,10 @@ type sessionTrack struct {
 
 	// dropIdle, when set, is called before a Query or Parse whose text starts
 	// with a statement that needs the branch's parked sessions gone (dropsIdle)
-	// is forwarded. Only a statement whose first words are in the chunk seen is
-	// noticed.
+	// has reached the server whole. The first maxStmtHead bytes of the message
+	// are looked at, in whatever chunks they come.
 	dropIdle func()
+	head     stmtHead // a Query's or Parse's first bytes, when split across chunks
 	// dropAgain: such a statement went out, and dropIdle runs again at the next
 	// ReadyForQuery outside a transaction, once it has taken effect: a session
 	// that began in between started with what the statement changes.
@@ -99,9 +100,14 @@ func (t *sessionTrack) fromClient(b []byte) int {
 		return 0
 	}
 	fwd := len(b)
+	if typ, body := t.head.more(b); body != nil {
+		t.noteStatement(typ, body)
+	}
 	t.client.scan(b, func(typ byte, start, bodyAt int) bool {
-		if t.dropIdle != nil && (typ == 'Q' || typ == 'P') && bodyAt < len(b) {
-			t.noteStatement(typ, b[bodyAt:bodyAt+int(min(int64(len(b)-bodyAt), t.client.remain))])
+		if t.dropIdle != nil && (typ == 'Q' || typ == 'P') {
+			if body := t.head.begin(typ, b, bodyAt, t.client.remain); body != nil {
+				t.noteStatement(typ, body)
+			}
 		}
 		switch typ {
 		case 'X':
@@ -137,8 +143,8 @@ func (t *sessionTrack) fromClient(b []byte) int {
 	return fwd
 }
 
-// noteStatement calls dropIdle when body, the part of a Query's or Parse's body in
-// the chunk seen, starts a statement that needs the branch's parked sessions gone.
+// noteStatement calls dropIdle when body, the first bytes of a Query's or Parse's
+// body, starts a statement that needs the branch's parked sessions gone.
 func (t *sessionTrack) noteStatement(typ byte, body []byte) {
 	if typ == 'P' {
 		i := bytes.IndexByte(body, 0) // the prepared statement's name
