@@ -233,28 +233,31 @@ func copyData(s string) []byte {
 }
 
 // TestReuseAfterCopyIn: a session that ran COPY FROM STDIN to its end and left idle
-// is parked for the next client like any other.
+// is parked for the next client like any other, on the epoll loop and on the
+// kernel relay (whose verdict program follows the copy).
 func TestReuseAfterCopyIn(t *testing.T) {
 	t.Parallel()
-	// The epoll loop, whatever INTEGRATION_RELAY says: the kernel relay does not
-	// reuse a session that ran COPY FROM STDIN (README).
-	s := startServer(t, newStateDir(t), "--relay", "epoll")
-	s.seedSQL("app", reuseSQL)
-	ctx := context.Background()
-	c := s.connect(t, "app@copyin")
-	pid := c.PgConn().PID()
-	n, err := c.CopyFrom(ctx, pgx.Identifier{"t"}, []string{"id", "v"}, pgx.CopyFromRows([][]any{{2000, "copied"}, {2001, "copied"}}))
-	if err != nil || n != 2 {
-		t.Fatalf("COPY FROM STDIN: %d rows, %v", n, err)
-	}
-	c.Close(ctx)
-	parkedOn(t, s, "copyin", 1)
-	next := s.connect(t, "app@copyin")
-	if next.PgConn().PID() != pid {
-		t.Errorf("next client got pid %d, want the parked session's %d", next.PgConn().PID(), pid)
-	}
-	if got := scalar[int64](t, next, "SELECT count(*) FROM t WHERE v = 'copied'"); got != 2 {
-		t.Errorf("%d copied rows, want 2", got)
+	for _, relay := range []string{"epoll", "kernel"} {
+		t.Run(relay, func(t *testing.T) {
+			s := startServer(t, newStateDir(t), "--relay", relay)
+			s.seedSQL("app", reuseSQL)
+			ctx := context.Background()
+			c := s.connect(t, "app@copyin")
+			pid := c.PgConn().PID()
+			n, err := c.CopyFrom(ctx, pgx.Identifier{"t"}, []string{"id", "v"}, pgx.CopyFromRows([][]any{{2000, "copied"}, {2001, "copied"}}))
+			if err != nil || n != 2 {
+				t.Fatalf("COPY FROM STDIN: %d rows, %v", n, err)
+			}
+			c.Close(ctx)
+			parkedOn(t, s, "copyin", 1)
+			next := s.connect(t, "app@copyin")
+			if next.PgConn().PID() != pid {
+				t.Errorf("next client got pid %d, want the parked session's %d", next.PgConn().PID(), pid)
+			}
+			if got := scalar[int64](t, next, "SELECT count(*) FROM t WHERE v = 'copied'"); got != 2 {
+				t.Errorf("%d copied rows, want 2", got)
+			}
+		})
 	}
 }
 

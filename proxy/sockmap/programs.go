@@ -18,6 +18,7 @@ const (
 	offHdrVal = 64 // length bytes of a header split between packets (program)
 	offType   = 72 // type of the message whose header is being read (program)
 	offUnsync = 80 // client messages sent since its last Query, Sync or FunctionCall (program)
+	offQCopy  = 88 // since its last Query the client sent copy data only (program)
 	slotSize  = 128
 )
 
@@ -270,15 +271,33 @@ func walk() asm.Instructions {
 		asm.StoreMem(asm.R9, offHdrN, asm.R1, asm.DWord),
 		asm.StoreMem(asm.R9, offHdrVal, asm.R1, asm.DWord),
 
-		// A whole header was read: note whether the client is between queries.
+		// A whole header was read: note whether the client is between queries,
+		// as the pumps' sessionTrack does. R2: unsynced, R3: copy after a Query.
+		// CopyDone or CopyFail right after a Query and its copy data is answered
+		// by the Query's ReadyForQuery; after anything else a Sync must follow.
 		asm.LoadMem(asm.R1, asm.R9, offType, asm.DWord).WithSymbol("msg"),
 		asm.Mov.Imm(asm.R2, 0),
-		asm.JEq.Imm(asm.R1, 'Q', "sync"),
+		asm.Mov.Imm(asm.R3, 0),
+		asm.JEq.Imm(asm.R1, 'X', "loop"),
+		asm.JEq.Imm(asm.R1, 'd', "copydata"),
+		asm.JEq.Imm(asm.R1, 'Q', "query"),
 		asm.JEq.Imm(asm.R1, 'S', "sync"),
 		asm.JEq.Imm(asm.R1, 'F', "sync"),
-		asm.JEq.Imm(asm.R1, 'X', "loop"),
+		asm.JEq.Imm(asm.R1, 'c', "copyend"),
+		asm.JEq.Imm(asm.R1, 'f', "copyend"),
 		asm.Mov.Imm(asm.R2, 1),
+		asm.Ja.Label("sync"),
+		asm.Mov.Imm(asm.R3, 1).WithSymbol("query"),
+		asm.Ja.Label("sync"),
+		asm.LoadMem(asm.R4, asm.R9, offQCopy, asm.DWord).WithSymbol("copyend"),
+		asm.JNE.Imm(asm.R4, 0, "sync"),
+		asm.Mov.Imm(asm.R2, 1),
+		asm.Ja.Label("sync"),
+		asm.Mov.Imm(asm.R2, 1).WithSymbol("copydata"),
+		asm.StoreMem(asm.R9, offUnsync, asm.R2, asm.DWord),
+		asm.Ja.Label("loop"),
 		asm.StoreMem(asm.R9, offUnsync, asm.R2, asm.DWord).WithSymbol("sync"),
+		asm.StoreMem(asm.R9, offQCopy, asm.R3, asm.DWord),
 		asm.Ja.Label("loop"),
 	}
 	return append(insns, lost...)

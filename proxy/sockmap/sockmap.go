@@ -143,7 +143,8 @@ type Slot struct {
 	Flags  uint64 // FlagTerminate, FlagOverLimit, FlagLost
 	// Boundary: the client direction's next byte starts a message (its
 	// Terminate excepted); Unsynced: the client sent messages after its last
-	// Query, Sync or FunctionCall (for the client direction).
+	// Query, Sync or FunctionCall, other than a Query's copy data ended by
+	// CopyDone or CopyFail (for the client direction).
 	Boundary, Unsynced bool
 }
 

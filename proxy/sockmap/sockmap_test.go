@@ -143,3 +143,49 @@ func TestSplice(t *testing.T) {
 		t.Fatalf("maps hold %d+%d sockets after remove", tcp, unix)
 	}
 }
+
+// The client direction's slot says whether the client is between queries, as the
+// pumps' track does: COPY FROM STDIN under a Query ends synced at its CopyDone or
+// CopyFail; under the extended protocol only a Sync does.
+func TestSyncState(t *testing.T) {
+	needRoot(t)
+	r, err := sockmap.Load(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p := newPair(t)
+	s, err := r.Add(int(p.cf.Fd()), int(p.sf.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Remove()
+	data := msg('d', []byte("1\tone\n"))
+	sent := 0
+	for _, step := range []struct {
+		name     string
+		msgs     [][]byte
+		unsynced bool
+	}{
+		{"query", [][]byte{msg('Q', []byte("select 1\x00"))}, false},
+		{"copy data after a query", [][]byte{msg('Q', []byte("copy t from stdin\x00")), data}, true},
+		{"copy done", [][]byte{data, msg('c', nil)}, false},
+		{"copy fail after a query", [][]byte{msg('Q', []byte("copy t from stdin\x00")), data, msg('f', []byte("no\x00"))}, false},
+		{"extended copy done", [][]byte{msg('P', []byte("\x00copy t from stdin\x00\x00\x00")), msg('E', []byte("\x00\x00\x00\x00\x00")), data, msg('c', nil)}, true},
+		{"sync", [][]byte{msg('S', nil)}, false},
+		{"copy done alone", [][]byte{msg('c', nil)}, true},
+		{"query again", [][]byte{msg('Q', []byte("select 1\x00"))}, false},
+	} {
+		var b []byte
+		for _, m := range step.msgs {
+			b = append(b, m...)
+		}
+		p.client.Write(b)
+		sent += len(b)
+		readN(t, p.c, len(b)) // held: handed to the proxy
+		st := s.Slot(sockmap.ToServer)
+		if st.Passed != uint64(sent) || !st.Boundary || st.Unsynced != step.unsynced {
+			t.Fatalf("%s: slot %+v, want %d bytes passed, at a boundary, unsynced %v", step.name, st, sent, step.unsynced)
+		}
+	}
+}
