@@ -36,6 +36,7 @@ const (
 	scriptSilent        = "silent"          // reads the startup packet and never answers
 	scriptPassword      = "password"        // asks for a cleartext password
 	scriptNotNow        = "not-now"         // ErrorResponse 57P03 instead of AuthenticationOk
+	scriptAppName       = "app-name"        // as scriptOK, and application_name is taken and reported as Postgres does (pgAppName)
 )
 
 // queryBig is a query the fake server answers with one row of bigValue bytes.
@@ -134,11 +135,13 @@ func (s *fakeServer) serve(c net.Conn) {
 	if err != nil {
 		return
 	}
+	var params map[string]string
 	switch m := msg.(type) {
 	case *pgproto3.CancelRequest:
 		report(s.t, s.cancels, pgproto3.CancelRequest{ProcessID: m.ProcessID, SecretKey: bytes.Clone(m.SecretKey)})
 		return // closing the connection acknowledges the cancel
 	case *pgproto3.StartupMessage:
+		params = maps.Clone(m.Parameters)
 		report(s.t, s.startups, pgproto3.StartupMessage{ProtocolVersion: m.ProtocolVersion, Parameters: maps.Clone(m.Parameters)})
 	default:
 		s.t.Errorf("fake server: unexpected startup message %T", msg)
@@ -181,6 +184,11 @@ func (s *fakeServer) serve(c net.Conn) {
 	}
 	be.Send(&pgproto3.AuthenticationOk{})
 	be.Send(&pgproto3.ParameterStatus{Name: "server_version", Value: "15.0"})
+	var app *appNameGUC
+	if s.script == scriptAppName {
+		app = newAppNameGUC(params["application_name"])
+		app.report(be)
+	}
 	be.Send(&pgproto3.BackendKeyData{ProcessID: backendPID, SecretKey: backendSecret})
 	be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
 	if err := be.Flush(); err != nil {
@@ -210,6 +218,10 @@ func (s *fakeServer) serve(c net.Conn) {
 				be.Send(&pgproto3.DataRow{Values: [][]byte{bytes.Repeat([]byte("x"), bigValue)}})
 			}
 			be.Send(&pgproto3.CommandComplete{CommandTag: []byte(fakeTag(m.String))})
+			if app != nil {
+				app.exec(m.String)
+				app.report(be)
+			}
 			be.Send(&pgproto3.ReadyForQuery{TxStatus: tx})
 			if err := be.Flush(); err != nil {
 				return

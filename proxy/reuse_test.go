@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -284,4 +285,30 @@ func TestAppNameFromOptions(t *testing.T) {
 		}
 		closeConn(t, third)
 	})
+}
+
+// TestAppNameAsServerTakesIt: a client is told the application_name the server
+// took, which Postgres cuts to 63 bytes and cleans of bytes that are not printable
+// ASCII, on a fresh server session and on a reused one, whether the reuse needs a
+// SET or not.
+func TestAppNameAsServerTakesIt(t *testing.T) {
+	long := strings.Repeat("a", 62) + "ñb"
+	relays(t, func(t *testing.T, goroutine bool) {
+		p, fb, _ := setup(t, reuseConfig(goroutine), scriptAppName, nil)
+		for i, app := range []string{long, long, "héllo\tw'x", "héllo\tw'x", "plain", long} {
+			conn := p.mustConnect(t, "dbname=app@feat application_name="+quoteConnValue(app))
+			want := pgAppName(app)
+			if v := conn.ParameterStatus("application_name"); v != want {
+				t.Errorf("client %d (%q): application_name = %q, want %q as the server took it", i, app, v, want)
+			}
+			query(t, conn)
+			closeConn(t, conn)
+			fb.waitParks(t, int32(i+1))
+		}
+	})
+}
+
+// quoteConnValue quotes v for a libpq keyword/value connection string.
+func quoteConnValue(v string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, "'", `\'`).Replace(v) + "'"
 }

@@ -33,8 +33,10 @@ type serverConn struct {
 	pid      uint32
 	secret   []byte // the backend's own secret, used only to forward cancels
 	status   []byte // the ParameterStatus messages of its start-up, updated by later reports (status.go), application_name left out
-	appName  string // application_name now, between clients
+	appName  string // application_name now, between clients, as a client asked for it
 	startApp string // application_name as of start-up: what DISCARD ALL returns it to
+	shownApp string // application_name as the server last reported it (appKnown), what a client is told: Postgres cuts and cleans names
+	appKnown bool
 	extra    []byte // messages of the first start-up to pass on once (notices)
 	parked   time.Time
 	started  time.Time // when its backend started: it retires after Config.ServerLifetime
@@ -212,6 +214,7 @@ func startSession(conn net.Conn, params map[string]string) (*serverConn, error) 
 			}
 			if ps.Name == "application_name" {
 				sc.appName, sc.startApp = ps.Value, ps.Value
+				sc.shownApp, sc.appKnown = ps.Value, true
 				continue
 			}
 			sc.status = append(sc.status, msg...)
@@ -235,9 +238,13 @@ func startSession(conn net.Conn, params map[string]string) (*serverConn, error) 
 }
 
 // greeting is what the client gets once the session is ready: AuthenticationOk, the
-// server's ParameterStatus messages with the client's application_name, the key the
-// proxy issued, and ReadyForQuery.
+// server's ParameterStatus messages with the application_name the server took for
+// the client's (appName when it reported none), the key the proxy issued, and
+// ReadyForQuery.
 func (sc *serverConn) greeting(appName string, pid uint32, secret []byte) []byte {
+	if sc.appKnown {
+		appName = sc.shownApp
+	}
 	out, _ := (&pgproto3.AuthenticationOk{}).Encode(nil)
 	out = append(out, sc.status...)
 	out, _ = (&pgproto3.ParameterStatus{Name: "application_name", Value: appName}).Encode(out)

@@ -57,10 +57,15 @@ func (c *statusCapture) more(p []byte) int {
 }
 
 // noteStatus records a ParameterStatus body the server sent after the session's
-// start-up. application_name is left out: each client's is set on its own.
+// start-up. application_name is kept apart: each client's is set on its own, and
+// the server's report of it (after a SET, or a reset) is what the next client is told.
 func (sc *serverConn) noteStatus(body []byte) {
 	var ps pgproto3.ParameterStatus
-	if ps.Decode(body) != nil || ps.Name == "application_name" {
+	if ps.Decode(body) != nil {
+		return
+	}
+	if ps.Name == "application_name" {
+		sc.shownApp, sc.appKnown = ps.Value, true
 		return
 	}
 	var out []byte
