@@ -44,6 +44,7 @@ type SourceInfo struct {
 	PGVersion  string    `json:"pg_version"`
 	Databases  []string  `json:"databases"`
 	Database   string    `json:"database,omitempty"` // the database clients use by default ("" when the source does not say)
+	From       string    `json:"from,omitempty"`     // of a source seeded from a branch: that branch, SOURCE/BRANCH
 	Branches   int       `json:"branches"`
 	Warm       int       `json:"warm"`         // pooled branches it keeps
 	WarmSet    int       `json:"warm_setting"` // its own setting; -1: the server's --warm
@@ -449,6 +450,9 @@ func (m *Manager) sourceInfo(name string) SourceInfo {
 		return SourceInfo{Name: name}
 	}
 	info := SourceInfo{Name: name, Kind: s.src.Kind, CreatedAt: s.src.CreatedAt, Database: s.src.DefaultDatabase}
+	if s.src.Kind == KindBranch {
+		info.From = s.src.Spec // the other kinds' specs are files and URLs, with passwords
+	}
 	if s.seed != nil {
 		info.Generation, info.PGVersion, info.Databases, info.SeededAt = s.seed.Generation, s.seed.PGVersion, s.seed.Databases, s.seed.ReadyAt
 	}

@@ -106,6 +106,11 @@ func TestPgbranchtestSuite(t *testing.T) {
 	if n := migrations(); n != 2 {
 		t.Errorf("migrations ran %d times after a refresh of the source, want twice in all", n)
 	}
+	// The first generation's template, which no branch uses, went once the
+	// second's was made.
+	if got := s.mustCLI("source", "ls"); strings.Count(got, "pgbt-") != 1 || !strings.Contains(got, "-g2 ") {
+		t.Errorf("want only the template of generation 2:\n%s", got)
+	}
 
 	// A migration that fails fails each test waiting for it with its own error (each
 	// in turn migrates again), none by waiting out its timeout.

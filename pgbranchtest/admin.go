@@ -115,6 +115,7 @@ type sourceInfo struct {
 	Name       string   `json:"name"`
 	Generation int      `json:"generation"`
 	Databases  []string `json:"databases"`
+	From       string   `json:"from"` // a source seeded from a branch: SOURCE/BRANCH
 }
 
 func (c *adminClient) sources(ctx context.Context) ([]sourceInfo, error) {

@@ -19,7 +19,8 @@
 // WithMigrations runs the migrations once per hash and seed generation of the
 // source into a template, a source the server seeds from the migrated branch
 // (`source add --from-branch`), and every test branches from that template; after a
-// `source refresh` the next run migrates the new seed. Test binaries of one `go test ./...` coordinate through
+// `source refresh` the next run migrates the new seed, and removes the templates of
+// older generations once no branch uses them. Test binaries of one `go test ./...` coordinate through
 // the server: the first to create the template's migration branch runs the migrations,
 // the others wait for the template source to appear. A binary killed while it
 // migrates loses its session on that branch, which goes with it, so the next one

@@ -83,9 +83,11 @@ func ensureTemplate(ctx context.Context, admin *adminClient, base *url.URL, data
 	if err != nil {
 		return "", err
 	}
-	name := templateName(source, generationOf(sources, source), database, hash)
+	generation := generationOf(sources, source)
+	name := templateName(source, generation, database, hash)
 	for {
 		if slices.ContainsFunc(sources, func(s sourceInfo) bool { return s.Name == name }) {
+			removeOldTemplates(ctx, admin, sources, source, generation)
 			return name, nil
 		}
 		// The migration branch is ephemeral and buildTemplate holds a session on it:
@@ -97,7 +99,11 @@ func ensureTemplate(ctx context.Context, admin *adminClient, base *url.URL, data
 			map[string]any{"name": name, "source": source, "ttl": "10m", "ephemeral": true}, nil)
 		switch {
 		case err == nil:
-			return name, buildTemplate(ctx, admin, base, database, source, name, migrate)
+			if err := buildTemplate(ctx, admin, base, database, source, name, migrate); err != nil {
+				return name, err
+			}
+			removeOldTemplates(ctx, admin, sources, source, generation)
+			return name, nil
 		case !isStatus(err, http.StatusConflict):
 			return "", fmt.Errorf("create migration branch %s: %w", name, err)
 		}
