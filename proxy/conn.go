@@ -99,7 +99,7 @@ func (s *Server) session(conn, raw net.Conn, st clientStartup, log *zap.Logger, 
 		return nil, false
 	}
 	if s.cfg.Auth != AuthTrust {
-		if err := s.login(conn, route, user, raw); err != nil {
+		if err := s.login(conn, route, user, raw, st.tls); err != nil {
 			s.loginFailed(conn, user, err, log)
 			return nil, false
 		}
@@ -728,8 +728,9 @@ func abort(c net.Conn) {
 }
 
 // login authenticates the client at the proxy, before any branch is created or
-// woken: failed attempts are counted per address.
-func (s *Server) login(conn net.Conn, route router.Route, user string, raw net.Conn) error {
+// woken: failed attempts are counted per address (failures), tlsUsed saying over
+// which transport.
+func (s *Server) login(conn net.Conn, route router.Route, user string, raw net.Conn, tlsUsed bool) error {
 	host := clientHost(raw)
 	if s.failures.blocked(host, time.Now()) {
 		return errTooManyFailures
@@ -742,7 +743,7 @@ func (s *Server) login(conn net.Conn, route router.Route, user string, raw net.C
 	}
 	err = s.authenticate(conn, user, set)
 	if errors.Is(err, errAuthFailed) {
-		s.failures.fail(host, time.Now())
+		s.failures.fail(host, user, tlsUsed, time.Now())
 	}
 	return err
 }

@@ -10,8 +10,10 @@ import (
 )
 
 // failures counts failed logins per client address in a sliding window. An address
-// with limit failures in the window is refused until the window passes. The map is
-// bounded: the oldest entries go first when it is full. Safe for concurrent use.
+// with limit failures in the window is refused until the window passes. A failure
+// that retries the one before it over the other transport counts with it (see
+// retryWindow). The map is bounded: the oldest entries go first when it is full.
+// Safe for concurrent use.
 type failures struct {
 	mu      sync.Mutex
 	window  time.Duration
@@ -23,7 +25,22 @@ type failures struct {
 type failureEntry struct {
 	count int
 	since time.Time
+	last  failedLogin // the latest failure that counted, while its retry may come
 }
+
+// failedLogin is one failed login: whose, over TLS or not, and when.
+type failedLogin struct {
+	user string
+	tls  bool
+	at   time.Time
+}
+
+// retryWindow is how soon after a failed login a failure of the same user from the
+// same address over the other transport is taken for the same attempt, and not
+// counted again: libpq with sslmode=prefer (its default) tries a login the server
+// refused over TLS once more without it, at once, and with sslmode=allow one
+// refused without TLS once more over it.
+const retryWindow = 5 * time.Second
 
 func newFailures(limit int, window time.Duration) *failures {
 	return &failures{window: window, limit: limit, max: 65536, entries: map[string]*failureEntry{}}
@@ -86,8 +103,8 @@ func (f *failures) blocked(host string, now time.Time) bool {
 	return e.count >= f.limit
 }
 
-// fail records a failed login from host.
-func (f *failures) fail(host string, now time.Time) {
+// fail records a failed login of user from host, over TLS or not.
+func (f *failures) fail(host, user string, tls bool, now time.Time) {
 	if f == nil || f.limit <= 0 {
 		return
 	}
@@ -101,7 +118,12 @@ func (f *failures) fail(host string, now time.Time) {
 		e = &failureEntry{since: now}
 		f.entries[host] = e
 	}
+	if l := e.last; !l.at.IsZero() && l.user == user && l.tls != tls && now.Sub(l.at) <= retryWindow {
+		e.last = failedLogin{} // the retry of l: one per failure
+		return
+	}
 	e.count++
+	e.last = failedLogin{user: user, tls: tls, at: now}
 }
 
 func (f *failures) evictOldest() {
