@@ -65,6 +65,9 @@ type Config struct {
 	MaxIdleServers int
 	// ServerIdleTimeout closes server sessions parked longer than this (default 60s).
 	ServerIdleTimeout time.Duration
+	// ServerLogMax is how long a running branch server's log may grow before the
+	// reaper rotates it (serverlog.go); 0: no limit.
+	ServerLogMax int64
 	// Failpoints injects faults at named steps, for tests; nil in production.
 	Failpoints *failpoint.Set
 	// Warm is how many branches each source keeps created and running for new branch

@@ -92,6 +92,7 @@ func (m *Manager) reapPass(ctx context.Context, kind passKind) {
 	}
 	m.refreshRunningRoles(ctx, kind == passTimed)
 	m.expireIdle()
+	m.rotateServerLogs()
 	m.refillPools()
 	m.updateGauges()
 	if m.cfg.Metrics != nil {

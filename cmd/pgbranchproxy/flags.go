@@ -15,7 +15,17 @@ func (f sizeFlag) String() string {
 	if f.p == nil {
 		return "0"
 	}
-	return strconv.FormatInt(*f.p, 10)
+	// In the largest unit that writes it whole, as Set reads it back.
+	n := *f.p
+	for _, u := range []struct {
+		name  string
+		bytes int64
+	}{{"TB", 1 << 40}, {"GB", 1 << 30}, {"MB", 1 << 20}, {"kB", 1 << 10}} {
+		if n != 0 && n%u.bytes == 0 {
+			return strconv.FormatInt(n/u.bytes, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 func (f sizeFlag) Set(s string) error {

@@ -53,6 +53,7 @@ type serveFlags struct {
 	pgSettings     []string
 	policy         branches.Policy
 	diskBudget     string
+	serverLogMax   int64
 	reapInterval   time.Duration
 	nodeDeadAfter  time.Duration
 	metricsListen  string
@@ -135,6 +136,8 @@ func newServe(g *globalFlags) *cobra.Command {
 	fl.DurationVar(&f.policy.HistoryKeep, "history-keep", 90*24*time.Hour, "delete branch transitions (branch log) older than this (0: keep them all)")
 	fl.DurationVar(&f.policy.AuditKeep, "audit-keep", 0, "delete audit log entries older than this (0: keep them all)")
 	fl.DurationVar(&f.reapInterval, "reap-interval", 10*time.Second, "how often idle stop, TTLs, quotas and budgets are applied")
+	f.serverLogMax = 16 << 20
+	fl.Var(sizeFlag{&f.serverLogMax}, "server-log-max", "a running branch server's postgres.log past this is moved to postgres.log.1 at the next reaper pass (0: no limit)")
 	fl.DurationVar(&f.nodeDeadAfter, "node-dead-after", time.Minute, "declare a node of the catalog dead, and its branches lost, this long after its lease ran out")
 	fl.StringVar(&f.metricsListen, "metrics-listen", "", "also serve /metrics and /healthz on this TCP address")
 	addRuntimeFlags(fl, &f.runtime)
@@ -290,6 +293,7 @@ func serve(g *globalFlags, f *serveFlags) error {
 
 		MaxIdleServers:    f.idleServers(),
 		ServerIdleTimeout: f.serverIdleTimeout,
+		ServerLogMax:      f.serverLogMax,
 		Failpoints:        fps,
 		Warm:              f.warm,
 		Prewarm:           prewarmer{users: f.warmUsers},
