@@ -47,6 +47,9 @@ func TestDockerMemoryLimit(t *testing.T) {
 		if info.HostConfig.Memory != 64<<20 {
 			t.Errorf("hog's container has memory limit %d, want %d", info.HostConfig.Memory, 64<<20)
 		}
+		if lc := info.HostConfig.LogConfig; lc.Type != "json-file" || lc.Config["max-size"] != "10m" {
+			t.Errorf("hog's container logs with %+v, want a bounded json-file log", lc)
+		}
 	}
 	// An in-memory sort of ~600 MB.
 	_, err := hog.Exec(ctx, "SET work_mem = '4GB'; SELECT count(*) FROM (SELECT g, repeat(md5(g::text), 4) AS pad FROM generate_series(1, 4000000) g ORDER BY pad) s")
