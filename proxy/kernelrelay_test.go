@@ -161,10 +161,12 @@ func TestKernelRelayTerminateKeepsBackend(t *testing.T) {
 	if tcp, unix := k.entries(); tcp+unix != 0 {
 		t.Fatalf("maps hold %d+%d sockets after the session", tcp, unix)
 	}
-	// The server saw no Terminate: the next bytes it reads are the caller's.
+	// The server saw no Terminate: the client ended between queries (its copy
+	// ended by CopyDone), so the next bytes it reads are the idle probe's Sync
+	// (which this server leaves unanswered), then the caller's.
 	res.Backend.Write([]byte("next"))
-	if got := readExactly(t, p.server, 4); string(got) != "next" {
-		t.Fatalf("server read %q after the session; want the caller's bytes", got)
+	if got := readExactly(t, p.server, len(syncMsg)+4); string(got) != string(syncMsg)+"next" {
+		t.Fatalf("server read %q after the session; want the idle probe's Sync, then the caller's bytes", got)
 	}
 	p.server.Write([]byte("back"))
 	res.Backend.SetReadDeadline(time.Now().Add(5 * time.Second))
