@@ -1,39 +1,39 @@
 package branches
 
 import (
-	"errors"
-
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/errs"
 )
 
-// Sentinel errors. Callers test them with errors.Is.
+// Sentinel errors, package errs's under the engine's names (the front door tests
+// them without linking the engine). Callers test them with errors.Is.
 var (
 	// ErrNotFound: no such branch or source.
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = errs.ErrNotFound
 	// ErrExists: a branch or source of that name already exists.
-	ErrExists = errors.New("already exists")
+	ErrExists = errs.ErrExists
 	// ErrNotReady: the branch did not become ready before the caller's deadline; its
 	// creation or wake goes on.
-	ErrNotReady = errors.New("branch is still starting")
+	ErrNotReady = errs.ErrNotReady
 	// ErrBusy: the operation needs the branch to have no sessions.
-	ErrBusy = errors.New("branch has open sessions")
+	ErrBusy = errs.ErrBusy
 	// ErrEnded: the branch's server was stopped, or the branch destroyed, under
 	// the session by an administrator (reset, stop or destroy with Force).
-	ErrEnded = errors.New("the branch was stopped or destroyed by an administrator")
+	ErrEnded = errs.ErrEnded
 	// ErrStartFailed: the branch's server did not start (its runtime refused it:
 	// a missing image, limits it cannot run with; or Postgres exited at start).
-	ErrStartFailed = errors.New("the branch's server did not start")
+	ErrStartFailed = errs.ErrStartFailed
 	// ErrNotGone: an ephemeral branch of the name, whose last session ended, could
 	// not be destroyed yet, so no new branch of the name can start.
-	ErrNotGone = errors.New("an ephemeral branch of this name could not be destroyed yet")
+	ErrNotGone = errs.ErrNotGone
 	// ErrClosed: the manager is shutting down.
-	ErrClosed = errors.New("shutting down")
+	ErrClosed = errs.ErrClosed
 	// ErrInvalid: a request that can never succeed (bad name, unknown option value).
-	ErrInvalid = errors.New("invalid request")
+	ErrInvalid = errs.ErrInvalid
 	// ErrLayerMissing: a read-only layer of the branch (its seed, or a fork
 	// layer) is not on this node's disk: a seed built by another node that could
 	// not be copied here (seedpull.go).
-	ErrLayerMissing = errors.New("a layer of the branch is not on this node")
+	ErrLayerMissing = errs.ErrLayerMissing
 	// ErrCatalogUnavailable: the catalog cannot be reached (a Postgres catalog down
 	// or restarting), so the branch cannot be created, woken or changed; running
 	// branches keep serving. It is catalog.ErrUnavailable.
@@ -58,14 +58,14 @@ var (
 // Resource errors.
 var (
 	// ErrQuota: the branch owns more than its quota and refuses new sessions.
-	ErrQuota = errors.New("branch is over its disk quota")
+	ErrQuota = errs.ErrQuota
 	// ErrDiskFull: the disk budget is spent and nothing idle can be evicted.
-	ErrDiskFull = errors.New("disk budget exhausted")
+	ErrDiskFull = errs.ErrDiskFull
 	// ErrNoSpace: the state directory's filesystem is full.
-	ErrNoSpace = errors.New("no space left for branches")
+	ErrNoSpace = errs.ErrNoSpace
 	// ErrTooMany: max-running branches all have sessions.
-	ErrTooMany = errors.New("too many running branches")
+	ErrTooMany = errs.ErrTooMany
 )
 
 // ErrTooManySessions: the branch has its maximum number of sessions.
-var ErrTooManySessions = errors.New("too many sessions on the branch")
+var ErrTooManySessions = errs.ErrTooManySessions

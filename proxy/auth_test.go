@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgbranchproxy/pgbranchproxy/branches"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/errs"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/roles"
 	"github.com/pgbranchproxy/pgbranchproxy/proxy"
 )
@@ -144,8 +144,8 @@ func TestAuthRolesErrors(t *testing.T) {
 		err      error
 		wantCode string
 	}{
-		{"not found", fmt.Errorf("source %q: %w", "app", branches.ErrNotFound), "3D000"},
-		{"not ready", fmt.Errorf("seed: %w", branches.ErrNotReady), "57P03"},
+		{"not found", fmt.Errorf("source %q: %w", "app", errs.ErrNotFound), "3D000"},
+		{"not ready", fmt.Errorf("seed: %w", errs.ErrNotReady), "57P03"},
 		{"internal", errors.New("catalog: read /secret/state.db: disk I/O error"), "XX000"},
 	}
 	for _, tt := range tests {

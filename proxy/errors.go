@@ -8,7 +8,7 @@ import (
 	"io"
 
 	"github.com/jackc/pgx/v5/pgproto3"
-	"github.com/pgbranchproxy/pgbranchproxy/branches"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/errs"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
 )
 
@@ -90,64 +90,64 @@ func classify(err error) clientError {
 		return clientError{code: codeInvalidAuthSpec, message: "connection requires SSL", hint: "connect with sslmode=require"}
 	case errors.Is(err, errTooManyClients):
 		return clientError{code: codeTooMany, message: "sorry, too many clients already"}
-	case errors.Is(err, branches.ErrTooManySessions):
+	case errors.Is(err, errs.ErrTooManySessions):
 		return clientError{code: codeTooMany, message: "too many sessions on this branch", hint: "close idle sessions or raise --max-sessions"}
 	case errors.Is(err, errProtocol):
 		return clientError{code: codeProtocolViolation, message: err.Error()}
 	case errors.Is(err, errNotSupported):
 		return clientError{code: codeFeatureNotSupp, message: err.Error()}
-	case errors.Is(err, branches.ErrQuota):
+	case errors.Is(err, errs.ErrQuota):
 		// The manager's message names the branch and its usage, nothing internal.
 		return clientError{code: codeDiskFull, message: err.Error(), hint: "reset or destroy the branch, or raise its quota with: pgbranchproxy branch set NAME --quota SIZE"}
-	case errors.Is(err, branches.ErrDiskFull):
+	case errors.Is(err, errs.ErrDiskFull):
 		return clientError{code: codeDiskFull, message: "no disk budget left for a new branch", hint: "destroy unused branches or raise --disk-budget"}
-	case errors.Is(err, branches.ErrNoSpace):
+	case errors.Is(err, errs.ErrNoSpace):
 		return clientError{code: codeDiskFull, message: "the disk that holds the branches is full", hint: "reset or destroy branches that filled it"}
-	case errors.Is(err, branches.ErrTooMany):
+	case errors.Is(err, errs.ErrTooMany):
 		return clientError{code: codeTooMany, message: "too many branches are running and all of them have sessions", hint: "try again when a session ends, or raise --max-running"}
 	// A lost branch may also carry ErrFenced (a write found it lost): say lost.
-	case errors.Is(err, branches.ErrLost):
+	case errors.Is(err, errs.ErrLost):
 		return clientError{code: codeCannotConnectNow, message: "the branch was on a lost node",
 			hint: "its node was declared dead; destroy the branch (pgbranchproxy branch destroy) to use the name again"}
-	case errors.Is(err, branches.ErrNodeLost):
+	case errors.Is(err, errs.ErrNodeLost):
 		return clientError{code: codeCannotConnectNow, message: "this pgbranchproxy node lost its registration in the catalog",
 			hint: "it stopped its branches' servers and serves none until it is restarted"}
-	case errors.Is(err, branches.ErrDraining):
+	case errors.Is(err, errs.ErrDraining):
 		return clientError{code: codeCannotConnectNow, message: "this pgbranchproxy node is draining: it takes no new branches",
 			hint: "new branches go to the nodes that are not draining (a front places them there); pgbranchproxy node resume ends the drain"}
-	case errors.Is(err, branches.ErrFenced):
+	case errors.Is(err, errs.ErrFenced):
 		return clientError{code: codeCannotConnectNow, message: "the branch is no longer served by this pgbranchproxy node",
 			hint: "another registration of this node owns it in the catalog; restart the server"}
-	case errors.Is(err, branches.ErrLayerMissing):
+	case errors.Is(err, errs.ErrLayerMissing):
 		return clientError{code: codeCannotConnectNow, message: "the branch's seed is not on the node that serves it",
 			hint: "it could not be copied from a node that holds it: check that the nodes reach each other's peer address (pgbranchproxy node ls)"}
-	case errors.Is(err, branches.ErrCatalogUnavailable):
+	case errors.Is(err, errs.ErrCatalogUnavailable):
 		return clientError{code: codeCannotConnectNow, message: "catalog unavailable",
 			hint: "branches already running still serve; creating or waking one works again when the catalog is back"}
-	case errors.Is(err, branches.ErrNotGone):
+	case errors.Is(err, errs.ErrNotGone):
 		return clientError{code: codeCannotConnectNow, message: "an ephemeral branch of this name whose last session ended could not be destroyed yet",
 			hint: "try again in a moment; the server's log says what kept it"}
-	case errors.Is(err, branches.ErrNotReady):
+	case errors.Is(err, errs.ErrNotReady):
 		return clientError{code: codeCannotConnectNow, message: "the branch is still starting up", hint: "try again in a moment"}
-	case errors.Is(err, branches.ErrEnded):
+	case errors.Is(err, errs.ErrEnded):
 		return clientError{code: codeAdminShutdown, message: "the branch was stopped or destroyed by an administrator",
 			hint: "connect again: a stopped branch wakes, a destroyed one is created anew"}
-	case errors.Is(err, branches.ErrNotFound):
+	case errors.Is(err, errs.ErrNotFound):
 		return clientError{code: codeInvalidDatabase, message: "no such source or branch"}
-	case errors.Is(err, branches.ErrClosed):
+	case errors.Is(err, errs.ErrClosed):
 		return clientError{code: codeAdminShutdown, message: "the proxy is shutting down"}
-	case errors.Is(err, branches.ErrExists):
+	case errors.Is(err, errs.ErrExists):
 		// Two nodes raced for one new name: the other one has it.
 		return clientError{code: codeCannotConnectNow, message: "the branch is being created elsewhere", hint: "try again in a moment"}
-	case errors.Is(err, branches.ErrBusy):
+	case errors.Is(err, errs.ErrBusy):
 		return clientError{code: codeObjectInUse, message: "the branch is in use by other sessions", hint: "pgbranch.reset=on needs the branch to have no other session"}
-	case errors.Is(err, branches.ErrInvalid):
+	case errors.Is(err, errs.ErrInvalid):
 		return clientError{code: codeInvalidParameter, message: "invalid branch request"}
 	case errors.Is(err, errTimedOut):
 		// Last: a cause the engine named (above) says more than the clock running out.
 		return clientError{code: codeCannotConnectNow, message: "timed out preparing the branch",
 			hint: "try again; the server's --startup-timeout bounds how long a connection waits for its branch"}
-	case errors.Is(err, branches.ErrStartFailed):
+	case errors.Is(err, errs.ErrStartFailed):
 		// Not the client's to mend, and rarely mended by trying again: an
 		// administrator reads why in branch ls or the log.
 		id := newErrorID()

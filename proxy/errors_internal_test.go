@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgbranchproxy/pgbranchproxy/branches"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/errs"
 )
 
 // A write that finds its branch lost fails with ErrLost and ErrFenced at once:
 // the client is told the branch was lost, which it can act on.
 func TestClassifyLostBeforeFenced(t *testing.T) {
-	err := fmt.Errorf("record stop: %w: %w", branches.ErrFenced, branches.ErrLost)
+	err := fmt.Errorf("record stop: %w: %w", errs.ErrFenced, errs.ErrLost)
 	if ce := classify(err); ce.message != "the branch was on a lost node" {
 		t.Fatalf("classified as %q, want the branch lost", ce.message)
 	}
@@ -33,7 +33,7 @@ func TestClassifyClientError(t *testing.T) {
 
 // A name another node took while this one created it asks the client to retry.
 func TestClassifyNameTakenElsewhere(t *testing.T) {
-	err := fmt.Errorf("record new branch: %w", fmt.Errorf("%w (on another node): x", branches.ErrExists))
+	err := fmt.Errorf("record new branch: %w", fmt.Errorf("%w (on another node): x", errs.ErrExists))
 	if ce := classify(err); ce.code != "57P03" || ce.id != "" {
 		t.Fatalf("classified as %+v", ce)
 	}
@@ -41,7 +41,7 @@ func TestClassifyNameTakenElsewhere(t *testing.T) {
 
 // A branch whose seed is on another host gets 57P03 saying so.
 func TestClassifyLayerMissing(t *testing.T) {
-	err := fmt.Errorf("start: %w: /var/lib/x/seeds/app/g1/data", branches.ErrLayerMissing)
+	err := fmt.Errorf("start: %w: /var/lib/x/seeds/app/g1/data", errs.ErrLayerMissing)
 	if ce := classify(err); ce.code != "57P03" || ce.id != "" || ce.detail != "" {
 		t.Fatalf("classified as %+v", ce)
 	}
@@ -50,7 +50,7 @@ func TestClassifyLayerMissing(t *testing.T) {
 // A branch of a source removed meanwhile (on another node) is refused as of an
 // unknown source: 3D000, not an internal error.
 func TestClassifySourceRemoved(t *testing.T) {
-	err := fmt.Errorf("record new branch: %w: %w", branches.ErrNotFound, errors.New(`branch "x" of source "s": no such source`))
+	err := fmt.Errorf("record new branch: %w: %w", errs.ErrNotFound, errors.New(`branch "x" of source "s": no such source`))
 	if ce := classify(err); ce.code != "3D000" || ce.id != "" {
 		t.Fatalf("classified as %+v", ce)
 	}
@@ -71,7 +71,7 @@ func TestClassifyOutOfTime(t *testing.T) {
 			t.Errorf("%v: classified as %+v", err, ce)
 		}
 	}
-	if ce := classify(outOfTime(past, branches.ErrClosed)); ce.code != "57P01" {
+	if ce := classify(outOfTime(past, errs.ErrClosed)); ce.code != "57P01" {
 		t.Errorf("closed, out of time: classified as %+v, want the shutdown's 57P01", ce)
 	}
 	future, cancel2 := context.WithTimeout(context.Background(), time.Hour)

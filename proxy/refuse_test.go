@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pgbranchproxy/pgbranchproxy/branches"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/errs"
 	"go.uber.org/zap"
 )
 
@@ -32,25 +32,25 @@ func TestLoginErrors(t *testing.T) {
 		{name: "invalid option value", extra: "dbname=app@feat options='-c pgbranch.ttl=soon'", wantCode: "22023"},
 		{name: "unknown option", extra: "dbname=app@feat options='-c pgbranch.nope=1'", wantCode: "22023"},
 		{name: "replication", extra: "dbname=app@feat replication=database", wantCode: "0A000"},
-		{name: "not ready", extra: "dbname=app@feat", acquireErr: fmt.Errorf("wake branch %q: %w", "feat", branches.ErrNotReady),
+		{name: "not ready", extra: "dbname=app@feat", acquireErr: fmt.Errorf("wake branch %q: %w", "feat", errs.ErrNotReady),
 			wantCode: "57P03", wantHint: true, wantAcquire: true},
 		{name: "catalog unavailable", extra: "dbname=app@feat",
-			acquireErr: fmt.Errorf("create branch %q: record creating: %w: dial /secret/run/.s.PGSQL.5432", "feat", branches.ErrCatalogUnavailable),
+			acquireErr: fmt.Errorf("create branch %q: record creating: %w: dial /secret/run/.s.PGSQL.5432", "feat", errs.ErrCatalogUnavailable),
 			wantCode:   "57P03", wantHint: true, wantAcquire: true},
-		{name: "node lost", extra: "dbname=app@feat", acquireErr: fmt.Errorf("record new branch: %w: %w", branches.ErrNodeLost, branches.ErrFenced),
+		{name: "node lost", extra: "dbname=app@feat", acquireErr: fmt.Errorf("record new branch: %w: %w", errs.ErrNodeLost, errs.ErrFenced),
 			wantCode: "57P03", wantHint: true, wantAcquire: true},
-		{name: "fenced", extra: "dbname=app@feat", acquireErr: fmt.Errorf("branch %q: %w", "feat", branches.ErrFenced),
+		{name: "fenced", extra: "dbname=app@feat", acquireErr: fmt.Errorf("branch %q: %w", "feat", errs.ErrFenced),
 			wantCode: "57P03", wantHint: true, wantAcquire: true},
-		{name: "lost", extra: "dbname=app@feat", acquireErr: fmt.Errorf("branch %q: %w", "feat", branches.ErrLost),
+		{name: "lost", extra: "dbname=app@feat", acquireErr: fmt.Errorf("branch %q: %w", "feat", errs.ErrLost),
 			wantCode: "57P03", wantHint: true, wantAcquire: true},
-		{name: "not found", extra: "dbname=app@feat", acquireErr: fmt.Errorf("source: %w", branches.ErrNotFound),
+		{name: "not found", extra: "dbname=app@feat", acquireErr: fmt.Errorf("source: %w", errs.ErrNotFound),
 			wantCode: "3D000", wantAcquire: true},
-		{name: "closed", extra: "dbname=app@feat", acquireErr: branches.ErrClosed, wantCode: "57P01", wantAcquire: true},
-		{name: "start failed", extra: "dbname=app@feat", acquireErr: fmt.Errorf("start branch %q: %w: %w", "feat", branches.ErrStartFailed, errors.New("mount failed at /secret/x")),
+		{name: "closed", extra: "dbname=app@feat", acquireErr: errs.ErrClosed, wantCode: "57P01", wantAcquire: true},
+		{name: "start failed", extra: "dbname=app@feat", acquireErr: fmt.Errorf("start branch %q: %w: %w", "feat", errs.ErrStartFailed, errors.New("mount failed at /secret/x")),
 			wantCode: "58000", wantHint: true, wantAcquire: true},
-		{name: "ended", extra: "dbname=app@feat", acquireErr: fmt.Errorf("branch %q: %w", "feat", branches.ErrEnded), wantCode: "57P01", wantHint: true, wantAcquire: true},
-		{name: "busy", extra: "dbname=app@feat", acquireErr: branches.ErrBusy, wantCode: "55006", wantAcquire: true},
-		{name: "invalid", extra: "dbname=app@feat", acquireErr: branches.ErrInvalid, wantCode: "22023", wantAcquire: true},
+		{name: "ended", extra: "dbname=app@feat", acquireErr: fmt.Errorf("branch %q: %w", "feat", errs.ErrEnded), wantCode: "57P01", wantHint: true, wantAcquire: true},
+		{name: "busy", extra: "dbname=app@feat", acquireErr: errs.ErrBusy, wantCode: "55006", wantAcquire: true},
+		{name: "invalid", extra: "dbname=app@feat", acquireErr: errs.ErrInvalid, wantCode: "22023", wantAcquire: true},
 		{name: "internal", extra: "dbname=app@feat", acquireErr: errors.New("mount failed at /secret/path"),
 			wantCode: "XX000", wantAcquire: true},
 	}

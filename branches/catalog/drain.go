@@ -2,8 +2,9 @@ package catalog
 
 import (
 	"context"
-	"errors"
 	"fmt"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/errs"
 )
 
 // A node is drained before maintenance: fronts place no new branch on it, and it
@@ -15,7 +16,7 @@ import (
 // reads `draining` for an active node that is drained.
 
 // ErrDraining is returned (wrapped) by a new branch row on a drained node.
-var ErrDraining = errors.New("the node is draining")
+var ErrDraining = errs.ErrDraining
 
 // SetDraining drains the node id, or resumes it; asking for what it is already
 // is not an error, and a dead node may be drained (it stays so when it comes

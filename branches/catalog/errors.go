@@ -3,6 +3,8 @@ package catalog
 import (
 	"errors"
 	"fmt"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/errs"
 )
 
 // ErrNotFound is returned when a source, seed or branch does not exist.
@@ -26,24 +28,24 @@ var ErrSourceHasBranches = errors.New("the source has branches on other nodes")
 // ErrUnavailable is returned (wrapped) when the catalog cannot be reached: a
 // Postgres catalog that is down, restarting or unreachable. The call may succeed
 // once it is back.
-var ErrUnavailable = errors.New("catalog unavailable")
+var ErrUnavailable = errs.ErrCatalogUnavailable
 
 // ErrFenced is returned (wrapped) by a write to a branch row that this node no
 // longer owns: the row carries another node or epoch (the node was registered
 // again elsewhere), or it was declared lost. The write changed nothing; the
 // caller must not retry it, and should stop using the branch's local instance.
-var ErrFenced = errors.New("the branch is no longer this node's")
+var ErrFenced = errs.ErrFenced
 
 // ErrNodeLost is returned (wrapped, with ErrFenced) by a heartbeat that found
 // this node's registration gone (registered again elsewhere, or declared dead),
 // and from then on by every write the registration fences, until the node
 // registers again.
-var ErrNodeLost = errors.New("this node lost its registration in the catalog")
+var ErrNodeLost = errs.ErrNodeLost
 
 // ErrLost is returned (wrapped, with ErrFenced) by a fenced write to a branch row
 // the janitor declared lost: its node was declared dead, and the data is on that
 // node if anywhere. Any node may delete the row; none may change it.
-var ErrLost = errors.New("branch was on a lost node")
+var ErrLost = errs.ErrLost
 
 // ErrRolledBack is returned (wrapped) by a heartbeat, and with ErrUnavailable by
 // a write this node's registration fences, when the catalog no longer has the
