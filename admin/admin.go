@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -135,8 +136,18 @@ func (a *API) info(w http.ResponseWriter, r *http.Request) {
 	}{a.m.Info(), CallerFrom(r.Context()).Role})
 }
 
+// sources lists the sources. A ci token is not told the branch a source was seeded
+// from (from) unless that branch is under its prefix: it is shown no other branch.
 func (a *API) sources(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, a.m.Sources())
+	out := a.m.Sources()
+	if c := CallerFrom(r.Context()); c.Role == RoleCI {
+		for i := range out {
+			if _, branch, _ := strings.Cut(out[i].From, "/"); !c.Owns(branch) {
+				out[i].From = ""
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (a *API) refreshSource(w http.ResponseWriter, r *http.Request) {

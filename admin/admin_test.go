@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ type fakeManager struct {
 	// sessions is every listed branch's open sessions: a reset, stop or destroy
 	// without Force is refused (ErrBusy) while it is not 0, as Manager does.
 	sessions int
+	sources  []branches.SourceInfo // what Sources returns (default: app)
 }
 
 // op records a reset, stop or destroy and answers it.
@@ -56,7 +58,12 @@ func (f *fakeManager) RemoveSource(_ context.Context, name string) error {
 	f.calls = append(f.calls, "rm "+name)
 	return f.err
 }
-func (f *fakeManager) Sources() []branches.SourceInfo { return []branches.SourceInfo{{Name: "app"}} }
+func (f *fakeManager) Sources() []branches.SourceInfo {
+	if f.sources != nil {
+		return slices.Clone(f.sources)
+	}
+	return []branches.SourceInfo{{Name: "app"}}
+}
 func (f *fakeManager) List() []branches.Info {
 	if f.list == nil {
 		return []branches.Info{{Name: "b1", Source: "app", Sessions: f.sessions}}

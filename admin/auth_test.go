@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/pgbranchproxy/pgbranchproxy/admin"
+	"github.com/pgbranchproxy/pgbranchproxy/branches"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 	"go.uber.org/zap"
 )
@@ -98,6 +99,28 @@ func TestCIListsOnlyItsBranches(t *testing.T) {
 		}
 		if strings.Join(names, ",") != want {
 			t.Errorf("list: %v, want %s", names, want)
+		}
+	}
+}
+
+// TestCISeesOnlyItsBranchesAsFrom: the sources list says which branch a source was
+// seeded from; a ci token, shown no branch outside its prefix, is not told one there.
+func TestCISeesOnlyItsBranchesAsFrom(t *testing.T) {
+	t.Parallel()
+	f := &fakeManager{sources: []branches.SourceInfo{{Name: "app"}, {Name: "incident", From: "app/incident-42"},
+		{Name: "pr-tpl", From: "app/pr-9"}}}
+	a, _ := newAPI(t, f, nil, "")
+	ci := mint(t, a.Local(), "github", "ci", "pr-")
+	for token, want := range map[string]string{ci: ",,app/pr-9", mint(t, a.Local(), "grafana", "read", ""): ",app/incident-42,app/pr-9"} {
+		rec := call(t, a.Remote(), token, "GET", "/v1/sources", "")
+		var got []struct{ From string }
+		json.Unmarshal(rec.Body.Bytes(), &got)
+		var from []string
+		for _, s := range got {
+			from = append(from, s.From)
+		}
+		if strings.Join(from, ",") != want {
+			t.Errorf("from: %q, want %s", from, want)
 		}
 	}
 }
