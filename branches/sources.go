@@ -347,9 +347,46 @@ func (m *Manager) seedDir(sd catalog.Seed) string {
 // RemoveSource deletes a source and its seeds. It refuses while branches of it exist.
 func (m *Manager) RemoveSource(ctx context.Context, name string) error {
 	m.mu.Lock()
-	if m.sources[name] == nil {
+	_, err := m.sourceUnusedLocked(name)
+	m.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := m.othersHoldSource(ctx, name); err != nil {
+		return err
+	}
+	// Looked at again under the lock that takes the source away: a branch made
+	// or claimed while the catalog was read counts, and once it is gone no
+	// creation, claim or refill finds it.
+	m.mu.Lock()
+	pooled, err := m.sourceUnusedLocked(name)
+	s := m.sources[name]
+	if err == nil {
+		delete(m.sources, name)
+	}
+	m.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	// Gone from the catalog already (another node removed it): done here too.
+	if err := m.dropSource(ctx, name, pooled); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+		// Still the catalog's: it stays this server's too (the refill rebuilds
+		// its pool).
+		m.mu.Lock()
+		if m.sources[name] == nil {
+			m.sources[name] = s
+		}
 		m.mu.Unlock()
-		return fmt.Errorf("source %q: %w", name, ErrNotFound)
+		return err
+	}
+	return os.RemoveAll(filepath.Join(m.cfg.StateDir, "seeds", name))
+}
+
+// sourceUnusedLocked returns the pool members of source name, or an error when
+// it is unknown or has other branches. m.mu is held.
+func (m *Manager) sourceUnusedLocked(name string) ([]key, error) {
+	if m.sources[name] == nil {
+		return nil, fmt.Errorf("source %q: %w", name, ErrNotFound)
 	}
 	n := 0
 	var pooled []key
@@ -363,16 +400,13 @@ func (m *Manager) RemoveSource(ctx context.Context, name string) error {
 		}
 	}
 	if n > 0 {
-		m.mu.Unlock()
-		return fmt.Errorf("source %q has %d branches: destroy them first: %w", name, n, ErrBusy)
+		return nil, fmt.Errorf("source %q has %d branches: destroy them first: %w", name, n, ErrBusy)
 	}
-	m.mu.Unlock()
-	if err := m.othersHoldSource(ctx, name); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	delete(m.sources, name) // no more refills
-	m.mu.Unlock()
+	return pooled, nil
+}
+
+// dropSource destroys a removed source's pool members and deletes its catalog rows.
+func (m *Manager) dropSource(ctx context.Context, name string, pooled []key) error {
 	for _, k := range pooled {
 		if err := m.do(ctx, k, "destroy", nil, func(ctx context.Context, b *branch) error {
 			return m.destroyBranch(ctx, b, "source removed")
@@ -387,7 +421,7 @@ func (m *Manager) RemoveSource(ctx context.Context, name string) error {
 		}
 		return err
 	}
-	return os.RemoveAll(filepath.Join(m.cfg.StateDir, "seeds", name))
+	return nil
 }
 
 // Sources lists the sources.
