@@ -175,12 +175,18 @@ func (m *Manager) Nodes(ctx context.Context) ([]NodeInfo, error) {
 		return nil, err
 	}
 	me, epoch, _ := m.cat.Registration()
+	return NodeInfos(ns, me, epoch), nil
+}
+
+// NodeInfos describes the catalog's nodes ns as seen by the node me at epoch
+// (Self); a front, which is no node, gives "".
+func NodeInfos(ns []catalog.Node, me string, epoch int64) []NodeInfo {
 	out := make([]NodeInfo, 0, len(ns))
 	for _, n := range ns {
 		out = append(out, NodeInfo{ID: n.ID, Slot: n.Slot, Addr: n.Addr, PeerAddr: n.PeerAddr, Epoch: n.Epoch, State: string(n.State),
-			LeaseUntil: n.LeaseUntil, LeaseAgeMS: n.LeaseAge.Milliseconds(), Load: n.Load, Self: n.ID == me && n.Epoch == epoch})
+			LeaseUntil: n.LeaseUntil, LeaseAgeMS: n.LeaseAge.Milliseconds(), Load: n.Load, Self: me != "" && n.ID == me && n.Epoch == epoch})
 	}
-	return out, nil
+	return out
 }
 
 // SetDraining drains the node id, or resumes it (catalog.SetDraining): fronts

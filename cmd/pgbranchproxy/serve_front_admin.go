@@ -42,16 +42,24 @@ type nodeForwarder struct {
 }
 
 // forward is the admin.Forward of a front. What it says of itself (GET
-// /v1/info: where clients connect, which is the front) and the branch list
-// (each node lists its own) it answers itself.
+// /v1/info: where clients connect, which is the front), the branch list (each
+// node lists its own) and the node list (none of them is the front) it answers
+// itself.
 func (fw *nodeForwarder) forward(rt admin.Route) http.HandlerFunc {
 	switch rt.Pattern {
 	case "GET /v1/info":
+		// The caller's role goes with it, as a node's says it: info asks for
+		// /metrics only when the role may read it.
 		return func(w http.ResponseWriter, r *http.Request) {
-			json.NewEncoder(w).Encode(branches.ServerInfo{StateDir: fw.stateDir, Listen: fw.listen})
+			json.NewEncoder(w).Encode(struct {
+				branches.ServerInfo
+				Role string `json:"role,omitempty"`
+			}{branches.ServerInfo{StateDir: fw.stateDir, Listen: fw.listen}, admin.CallerFrom(r.Context()).Role})
 		}
 	case "GET /v1/branches":
 		return fw.gather
+	case "GET /v1/nodes":
+		return fw.nodes
 	case "POST /v1/sources/{name}/holds", "DELETE /v1/sources/{name}/holds/{id}":
 		// A hold deepens one node's pool, in its memory; the pools a front's
 		// clients claim from are every node's. pgbranchtest.Warm then sets the
@@ -140,6 +148,19 @@ func (fw *nodeForwarder) liveNodes(ctx context.Context) ([]catalog.Node, error) 
 		return nil, fmt.Errorf("no node is serving")
 	}
 	return live, nil
+}
+
+// nodes serves GET /v1/nodes from the catalog: a node would mark itself as
+// "this server", which the front is not (and node drain without an id would
+// then drain whichever node answered).
+func (fw *nodeForwarder) nodes(w http.ResponseWriter, r *http.Request) {
+	ns, err := fw.cat.Nodes(r.Context())
+	if err != nil {
+		admin.FrontError(w, http.StatusServiceUnavailable, err.Error()) // catalog.ErrUnavailable says "catalog unavailable"
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(branches.NodeInfos(ns, "", 0))
 }
 
 // gather serves GET /v1/branches: every live node's list, one after the other.
