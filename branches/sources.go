@@ -45,10 +45,10 @@ type SourceInfo struct {
 	Databases  []string  `json:"databases"`
 	Database   string    `json:"database,omitempty"` // the database clients use by default ("" when the source does not say)
 	From       string    `json:"from,omitempty"`     // of a source seeded from a branch: that branch, SOURCE/BRANCH
-	Branches   int       `json:"branches"`
-	Warm       int       `json:"warm"`         // pooled branches it keeps
-	WarmSet    int       `json:"warm_setting"` // its own setting; -1: the server's --warm
-	Pooled     int       `json:"pooled"`       // pooled branches ready or being made
+	Branches   int       `json:"branches"`           // on a node of several, every node's
+	Warm       int       `json:"warm"`               // pooled branches it keeps
+	WarmSet    int       `json:"warm_setting"`       // its own setting; -1: the server's --warm
+	Pooled     int       `json:"pooled"`             // pooled branches ready or being made
 	CreatedAt  time.Time `json:"created_at"`
 	SeededAt   time.Time `json:"seeded_at"`
 	// Nodes, on a node of several, are the nodes that hold the current seed (its
@@ -438,6 +438,7 @@ func (m *Manager) Sources() []SourceInfo {
 		out = append(out, m.sourceInfo(n))
 	}
 	m.addSeedHolders(out)
+	m.addClusterBranches(out)
 	if views, ok := m.serverViews(); ok {
 		for i := range out {
 			out[i].ServerView = views.source(out[i].Name)
@@ -448,6 +449,32 @@ func (m *Manager) Sources() []SourceInfo {
 
 // holdersTimeout bounds the catalog reads of addSeedHolders.
 const holdersTimeout = 2 * time.Second
+
+// addClusterBranches counts, on a node of several, every node's branches of
+// each source, as the catalog has them: this node holds only its own, and a
+// front passes source ls to any node. Pool members stay this node's count, as
+// its warm setting is. A catalog that does not answer within holdersTimeout
+// leaves this node's counts.
+func (m *Manager) addClusterBranches(infos []SourceInfo) {
+	if !m.cfg.Join {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), holdersTimeout)
+	defer cancel()
+	all, err := m.cat.Branches(ctx)
+	if err != nil {
+		return
+	}
+	n := map[string]int{}
+	for _, b := range all {
+		if !b.Pooled {
+			n[b.Source]++
+		}
+	}
+	for i := range infos {
+		infos[i].Branches = n[infos[i].Name]
+	}
+}
 
 // addSeedHolders fills in, on a node of several, the nodes that hold each
 // source's current seed; a catalog that does not answer within holdersTimeout

@@ -1,0 +1,53 @@
+package branches
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+)
+
+// TestSourcesCountEveryNode: on a node of several, source ls counts the
+// branches of every node, not only this node's (a front passes source ls to any
+// node, so its count depended on which one answered); pool members are not
+// branches.
+func TestSourcesCountEveryNode(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := newUnitManager(t, "")
+	m.cfg.Join = true
+	if _, err := m.cat.Register(ctx, "n1", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	other, err := catalog.Open(filepath.Join(m.cfg.StateDir, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.Register(ctx, "n2", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now().UTC()
+	for _, b := range []struct {
+		cat    *catalog.Catalog
+		name   string
+		pooled bool
+	}{{m.cat, "mine", false}, {other, "theirs", false}, {other, "theirs-too", false}, {other, "pool-1", true}} {
+		row := catalog.Branch{Source: "s", Name: b.name, SeedID: 1, State: catalog.Stopped, Pooled: b.pooled, CreatedAt: t0, StateAt: t0}
+		if _, err := b.cat.InsertBranch(ctx, row, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seeds, err := m.cat.Seeds(ctx)
+	if err != nil || len(seeds) != 1 {
+		t.Fatalf("seeds: %v %v", seeds, err)
+	}
+	m.sources["s"] = &sourceState{src: catalog.Source{Name: "s", Kind: "empty"}, seed: &seeds[0]}
+	m.branches[key{"s", "mine"}] = &branch{rec: catalog.Branch{Source: "s", Name: "mine"}}
+	got := m.Sources()
+	if len(got) != 1 || got[0].Branches != 3 {
+		t.Fatalf("Sources() = %+v, want source s with 3 branches (1 here, 2 on n2, the pool member not counted)", got)
+	}
+}
