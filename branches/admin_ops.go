@@ -126,10 +126,11 @@ func (m *Manager) Stop(ctx context.Context, source, name string, o OpOptions) er
 // o.Force, on one with sessions, which the step's stop of the server ends), on
 // behalf of the admin API, and counts it.
 func (m *Manager) adminOp(ctx context.Context, source, name, what string, o OpOptions, step func(context.Context, *branch, string) error) error {
-	source, err := m.sourceOfBranch(source, name)
+	src, err := m.sourceOfBranch(source, name)
 	if err != nil {
-		return err
+		return m.elsewhere(ctx, source, name, err)
 	}
+	source = src
 	check := func(b *branch) error {
 		if what != "destroy" && b.rec.State == catalog.Lost {
 			return fmt.Errorf("branch %q: %w; only destroying it is possible", name, ErrLost)
@@ -148,6 +149,7 @@ func (m *Manager) adminOp(ctx context.Context, source, name, what string, o OpOp
 	err = m.do(ctx, key{source, name}, what, check, func(ctx context.Context, b *branch) error {
 		return step(ctx, b, "admin "+what)
 	})
+	err = m.elsewhere(ctx, source, name, err)
 	if err == nil {
 		m.cfg.Metrics.action(what, "admin")
 		m.cfg.Metrics.took(what, time.Since(start))
@@ -168,10 +170,11 @@ type Settings struct {
 
 // Set changes a branch's TTL, quota or ephemeral mark.
 func (m *Manager) Set(ctx context.Context, source, name string, s Settings) error {
-	source, err := m.sourceOfBranch(source, name)
+	src, err := m.sourceOfBranch(source, name)
 	if err != nil {
-		return err
+		return m.elsewhere(ctx, source, name, err)
 	}
+	source = src
 	if (s.TTL != nil && *s.TTL < 0) || (s.Quota != nil && *s.Quota < 0) {
 		return fmt.Errorf("%w: negative ttl or quota", ErrInvalid)
 	}
@@ -197,6 +200,7 @@ func (m *Manager) Set(ctx context.Context, source, name string, s Settings) erro
 			}
 		})
 	})
+	err = m.elsewhere(ctx, source, name, err)
 	if err == nil && s.ServerLimits != (ServerLimits{}) {
 		err = m.SetLimits(ctx, source, name, s.ServerLimits)
 	}

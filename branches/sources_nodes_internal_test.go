@@ -2,7 +2,9 @@ package branches
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,5 +51,43 @@ func TestSourcesCountEveryNode(t *testing.T) {
 	got := m.Sources()
 	if len(got) != 1 || got[0].Branches != 3 {
 		t.Fatalf("Sources() = %+v, want source s with 3 branches (1 here, 2 on n2, the pool member not counted)", got)
+	}
+}
+
+// TestElsewhere: on a node of several, a branch command for a branch of
+// another node says which node has it, rather than that the branch does not
+// exist; one that no node has is not found, as before.
+func TestElsewhere(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := newUnitManager(t, "")
+	m.cfg.Join = true
+	if _, err := m.cat.Register(ctx, "n1", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	other, err := catalog.Open(filepath.Join(m.cfg.StateDir, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.Register(ctx, "n2", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now().UTC()
+	if _, err := other.InsertBranch(ctx, catalog.Branch{Source: "s", Name: "theirs", SeedID: 1, State: catalog.Stopped, CreatedAt: t0, StateAt: t0}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	for what, op := range map[string]func() error{
+		"destroy":          func() error { return m.Destroy(ctx, "", "theirs", OpOptions{}) },
+		"reset --source s": func() error { return m.Reset(ctx, "s", "theirs", OpOptions{}) },
+		"set":              func() error { return m.Set(ctx, "", "theirs", Settings{}) },
+	} {
+		err := op()
+		if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "it is on node n2") {
+			t.Errorf("%s of another node's branch: %v, want not found naming node n2", what, err)
+		}
+	}
+	if err := m.Destroy(ctx, "", "nowhere", OpOptions{}); !errors.Is(err, ErrNotFound) || strings.Contains(err.Error(), "node") {
+		t.Errorf("destroy of a branch no node has: %v, want not found", err)
 	}
 }
