@@ -112,7 +112,7 @@ func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, er
 			return nil, err
 		}
 		if rt.Branch.ID == 0 {
-			return nil, noSuchBranch()
+			return nil, noParent(src.name, r.Branch, r.Options.From)
 		}
 	}
 	if rt.Branch.ID == 0 {
@@ -236,6 +236,13 @@ func catalogError(err error) error {
 
 func noSuchBranch() error {
 	return &proxy.ClientError{Code: codeInvalidDatabase, Message: "no such source or branch"}
+}
+
+// noParent is what a client asking for a new branch of parent, which source
+// does not have, is told: what a single server tells it.
+func noParent(source, name, parent string) error {
+	return &proxy.ClientError{Code: codeInvalidDatabase, Message: fmt.Sprintf("parent branch %q does not exist", parent),
+		Hint: fmt.Sprintf("branch %q was not created: pgbranch.from names a branch of source %q to branch from (pgbranchproxy branch ls lists them)", name, source)}
 }
 
 func withSource(o router.Options, source string) router.Options {

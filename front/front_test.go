@@ -145,8 +145,9 @@ func TestAcquireOwner(t *testing.T) {
 	}
 	rt := route(t, "app@orphan")
 	rt.Options.From = "nosuch"
-	if _, err := b.Acquire(ctx, rt); codeOf(err) != "3D000" {
-		t.Fatalf("missing parent: %v, want 3D000", err)
+	var ce *proxy.ClientError
+	if _, err := b.Acquire(ctx, rt); !errors.As(err, &ce) || ce.Code != "3D000" || ce.Message != `parent branch "nosuch" does not exist` {
+		t.Fatalf("missing parent: %v, want 3D000 naming the parent, as a single server says", err)
 	}
 
 	late := r.node("late", "10.0.0.9:1", time.Hour, 0)
@@ -163,7 +164,6 @@ func TestAcquireOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := addrOf(t, New(r.cat, nil), "app@stale") // a front that has not cached the route
-	var ce *proxy.ClientError
 	if !errors.As(err, &ce) || ce.Code != "57P03" || ce.Message != "the branch was on a lost node" {
 		t.Fatalf("lost branch: %v", err)
 	}
