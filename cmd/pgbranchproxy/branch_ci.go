@@ -181,7 +181,9 @@ func newBranchDestroy(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "destroy NAME [--source S] [--if-exists] [--force]",
 		Short: "Destroy a branch and its data",
-		Args:  cobra.ExactArgs(1),
+		// As source rm and token rm remove theirs.
+		Aliases: []string{"rm"},
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkExistingName(args[0]); err != nil {
 				return err

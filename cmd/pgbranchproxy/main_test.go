@@ -91,3 +91,12 @@ func TestPrintableLines(t *testing.T) {
 		t.Errorf("printableLines = %q", got)
 	}
 }
+
+// TestBranchRm: branch rm is branch destroy, as source rm and token rm remove
+// theirs (an operator typing it got "unknown command").
+func TestBranchRm(t *testing.T) {
+	cmd, _, err := newRoot().Find([]string{"branch", "rm", "pr-1"})
+	if err != nil || cmd.Name() != "destroy" {
+		t.Fatalf("branch rm finds %v (%v), want branch destroy", cmd, err)
+	}
+}
