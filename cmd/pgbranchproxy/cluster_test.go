@@ -111,3 +111,25 @@ func clusterHandshake(t *testing.T, dir, node, front string) {
 		t.Fatalf("handshake between front %q and node %q: front %v, node %v", front, node, err, srvErr)
 	}
 }
+
+// TestMemberTLSFingerprint: a node logs its cluster certificate's SHA-256, as
+// cluster issue printed it, under sha256_fingerprint (the field held "cluster
+// node-1").
+func TestMemberTLSFingerprint(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := cluster.Init(dir, cluster.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	iss, err := cluster.Issue(dir, cluster.Request{Role: cluster.RoleNode, Name: "node-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cluster.Load(cluster.MemberFiles(dir, cluster.RoleNode, "node-1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, fp, err := memberTLS(m)
+	if err != nil || cfg == nil || fp != iss.Fingerprint {
+		t.Fatalf("memberTLS: %q %v, want the issued fingerprint %q", fp, err, iss.Fingerprint)
+	}
+}

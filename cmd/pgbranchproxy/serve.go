@@ -244,16 +244,20 @@ func serve(g *globalFlags, f *serveFlags) error {
 	}
 	if member != nil {
 		// A node's only clients are fronts, with the cluster's certificates.
-		if tlsCfg, err = member.ListenerConfig(); err != nil {
+		if tlsCfg, fp, err = memberTLS(member); err != nil {
 			return err
 		}
-		fp, f.tlsMode = "cluster "+member.Name, proxy.TLSRequire
+		f.tlsMode = proxy.TLSRequire
 	}
 	if tlsCfg == nil && (f.tlsMode == proxy.TLSAllow || f.tlsMode == proxy.TLSRequire) {
 		return fmt.Errorf("--tls-mode %s needs --tls-cert and --tls-key, or --tls-auto", f.tlsMode)
 	}
 	if tlsCfg != nil {
-		log.Info("TLS", zap.String("sha256_fingerprint", fp), zap.String("mode", cmpOr(f.tlsMode, proxy.TLSAllow)))
+		fields := []zap.Field{zap.String("sha256_fingerprint", fp), zap.String("mode", cmpOr(f.tlsMode, proxy.TLSAllow))}
+		if member != nil {
+			fields = append(fields, zap.String("cluster_member", member.Name))
+		}
+		log.Info("TLS", fields...)
 	}
 	shim := ""
 	if f.lazyrw == "on" {

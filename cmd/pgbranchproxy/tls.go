@@ -17,6 +17,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/pgbranchproxy/pgbranchproxy/cluster"
 )
 
 // tlsFiles are where --tls-auto keeps its CA and server certificate.
@@ -52,6 +54,16 @@ func loadTLS(certFile, keyFile string, auto bool, stateDir, listen string) (*tls
 		return &tls.Config{Certificates: []tls.Certificate{cert}}, fingerprint(cert), nil
 	}
 	return nil, "", nil
+}
+
+// memberTLS is a node's listener configuration, with its cluster certificate's
+// fingerprint for the log.
+func memberTLS(m *cluster.Member) (*tls.Config, string, error) {
+	cfg, err := m.ListenerConfig()
+	if err != nil || len(cfg.Certificates) == 0 {
+		return cfg, "", err
+	}
+	return cfg, fingerprint(cfg.Certificates[0]), nil
 }
 
 func fingerprint(c tls.Certificate) string {
