@@ -69,3 +69,11 @@ var (
 
 // ErrTooManySessions: the branch has its maximum number of sessions.
 var ErrTooManySessions = errs.ErrTooManySessions
+
+// sourceInUse refuses to remove a source that has branches: a conflict, as
+// ErrBusy is (409 for the admin API), but in words of its own, since no branch
+// need have a session.
+type sourceInUse struct{ msg string }
+
+func (e *sourceInUse) Error() string        { return e.msg }
+func (e *sourceInUse) Is(target error) bool { return target == ErrBusy }

@@ -347,19 +347,26 @@ func (m *Manager) seedDir(sd catalog.Seed) string {
 // RemoveSource deletes a source and its seeds. It refuses while branches of it exist.
 func (m *Manager) RemoveSource(ctx context.Context, name string) error {
 	m.mu.Lock()
-	_, err := m.sourceUnusedLocked(name)
+	n, _, err := m.sourceBranchesLocked(name)
 	m.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	if err := m.othersHoldSource(ctx, name); err != nil {
+	others, err := m.othersHoldSource(ctx, name)
+	if err != nil {
+		return err
+	}
+	if err := refuseInUse(name, n, others); err != nil {
 		return err
 	}
 	// Looked at again under the lock that takes the source away: a branch made
 	// or claimed while the catalog was read counts, and once it is gone no
 	// creation, claim or refill finds it.
 	m.mu.Lock()
-	pooled, err := m.sourceUnusedLocked(name)
+	n, pooled, err := m.sourceBranchesLocked(name)
+	if err == nil {
+		err = refuseInUse(name, n, 0)
+	}
 	s := m.sources[name]
 	if err == nil {
 		delete(m.sources, name)
@@ -382,14 +389,12 @@ func (m *Manager) RemoveSource(ctx context.Context, name string) error {
 	return os.RemoveAll(filepath.Join(m.cfg.StateDir, "seeds", name))
 }
 
-// sourceUnusedLocked returns the pool members of source name, or an error when
-// it is unknown or has other branches. m.mu is held.
-func (m *Manager) sourceUnusedLocked(name string) ([]key, error) {
+// sourceBranchesLocked counts the branches of source name here, and returns its
+// pool members apart; ErrNotFound when the source is unknown. m.mu is held.
+func (m *Manager) sourceBranchesLocked(name string) (n int, pooled []key, err error) {
 	if m.sources[name] == nil {
-		return nil, fmt.Errorf("source %q: %w", name, ErrNotFound)
+		return 0, nil, fmt.Errorf("source %q: %w", name, ErrNotFound)
 	}
-	n := 0
-	var pooled []key
 	for k, b := range m.branches {
 		switch {
 		case k.source != name:
@@ -399,10 +404,20 @@ func (m *Manager) sourceUnusedLocked(name string) ([]key, error) {
 			n++
 		}
 	}
-	if n > 0 {
-		return nil, fmt.Errorf("source %q has %d branches: destroy them first: %w", name, n, ErrBusy)
+	return n, pooled, nil
+}
+
+// refuseInUse refuses to remove source name while it has branches here (pool
+// members apart) or on other nodes (pool members included).
+func refuseInUse(name string, here, others int) error {
+	switch {
+	case others > 0:
+		return &sourceInUse{fmt.Sprintf("source %q has %d branches on this node and %d on other nodes (pooled ones included): "+
+			"destroy them, and set its warm pool to 0 (source set --warm 0), first", name, here, others)}
+	case here > 0:
+		return &sourceInUse{fmt.Sprintf("source %q has %d branches: destroy them first", name, here)}
 	}
-	return pooled, nil
+	return nil
 }
 
 // dropSource destroys a removed source's pool members and deletes its catalog rows.
@@ -417,7 +432,7 @@ func (m *Manager) dropSource(ctx context.Context, name string, pooled []key) err
 	if err := m.cat.DeleteSource(ctx, name); err != nil {
 		if errors.Is(err, catalog.ErrSourceHasBranches) {
 			// Another node made one since othersHoldSource looked.
-			return fmt.Errorf("%w: %w", ErrBusy, err)
+			return &sourceInUse{err.Error()}
 		}
 		return err
 	}

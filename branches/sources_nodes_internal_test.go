@@ -91,3 +91,43 @@ func TestElsewhere(t *testing.T) {
 		t.Errorf("destroy of a branch no node has: %v, want not found", err)
 	}
 }
+
+// TestRemoveSourceInUse: a source with branches is not removed, a conflict
+// (ErrBusy, 409) that says so in its own words: it said "branch has open
+// sessions" when none had one. On a node of several it counts the branches
+// here and on the other nodes.
+func TestRemoveSourceInUse(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := newUnitManager(t, "")
+	seeds, err := m.cat.Seeds(ctx)
+	if err != nil || len(seeds) != 1 {
+		t.Fatalf("seeds: %v %v", seeds, err)
+	}
+	m.sources["s"] = &sourceState{src: catalog.Source{Name: "s", Kind: "empty"}, seed: &seeds[0]}
+	m.branches[key{"s", "mine"}] = &branch{rec: catalog.Branch{Source: "s", Name: "mine"}}
+	err = m.RemoveSource(ctx, "s")
+	if !errors.Is(err, ErrBusy) || err.Error() != `source "s" has 1 branches: destroy them first` {
+		t.Fatalf("RemoveSource with a branch: %v, want a conflict saying the source has a branch", err)
+	}
+	m.cfg.Join = true
+	if _, err := m.cat.Register(ctx, "n1", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	other, err := catalog.Open(filepath.Join(m.cfg.StateDir, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.Register(ctx, "n2", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now().UTC()
+	if _, err := other.InsertBranch(ctx, catalog.Branch{Source: "s", Name: "theirs", SeedID: 1, State: catalog.Stopped, CreatedAt: t0, StateAt: t0}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	err = m.RemoveSource(ctx, "s")
+	if !errors.Is(err, ErrBusy) || strings.Contains(err.Error(), "sessions") || !strings.Contains(err.Error(), "1 branches on this node and 1 on other nodes") {
+		t.Fatalf("RemoveSource with branches here and on n2: %v", err)
+	}
+}

@@ -2,7 +2,6 @@ package branches
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
@@ -57,16 +56,16 @@ func (m *Manager) syncSources(ctx context.Context) error {
 	return nil
 }
 
-// othersHoldSource refuses, on a node of several, to remove a source while
-// another node has branches of it (its warm pool's included): their seeds would
-// go with the source's rows.
-func (m *Manager) othersHoldSource(ctx context.Context, name string) error {
+// othersHoldSource counts, on a node of several, the branches of source name
+// that other nodes hold, pool members included: the source is not removed while
+// there are any, as their seeds would go with the source's rows.
+func (m *Manager) othersHoldSource(ctx context.Context, name string) (int, error) {
 	if !m.cfg.Join {
-		return nil
+		return 0, nil
 	}
 	all, err := m.cat.Branches(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	me, _, _ := m.cat.Registration()
 	n := 0
@@ -75,11 +74,7 @@ func (m *Manager) othersHoldSource(ctx context.Context, name string) error {
 			n++
 		}
 	}
-	if n > 0 {
-		return fmt.Errorf("source %q has %d branches on other nodes (pooled ones included): destroy them, "+
-			"and set its warm pool to 0 (source set --warm 0), first: %w", name, n, ErrBusy)
-	}
-	return nil
+	return n, nil
 }
 
 // resolveSource finds the route's source; a node of several that knows none
