@@ -163,9 +163,10 @@ func (fw *nodeForwarder) nodes(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(branches.NodeInfos(ns, "", 0))
 }
 
-// gather serves GET /v1/branches: every live node's list, one after the other.
-// A node that does not answer fails the request (a list that silently missed
-// a node's branches would read as those branches being gone).
+// gather serves GET /v1/branches: every live node's list, one after the other,
+// then the branches of the nodes that are not live, from the catalog. A live
+// node that does not answer fails the request (a list that silently missed a
+// node's branches would read as those branches being gone).
 func (fw *nodeForwarder) gather(w http.ResponseWriter, r *http.Request) {
 	if fw.member == nil {
 		admin.FrontError(w, http.StatusNotImplemented, "a front passes admin requests to nodes only with the cluster's mutual TLS (--cluster-dir)")
@@ -179,14 +180,21 @@ func (fw *nodeForwarder) gather(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	all := []json.RawMessage{}
+	seen := map[listKey]bool{}
 	for _, n := range live {
 		list, status, err := fw.list(ctx, n, r)
 		if err != nil {
 			admin.FrontError(w, status, fmt.Sprintf("node %s: %v", n.ID, err))
 			return
 		}
-		all = append(all, list...)
+		all = append(all, listed(seen, list)...)
 	}
+	away, err := awayBranches(ctx, fw.cat, live, admin.CallerFrom(r.Context()), seen)
+	if err != nil {
+		admin.FrontError(w, http.StatusServiceUnavailable, "the branches of the nodes that are not serving: "+err.Error())
+		return
+	}
+	all = append(all, away...)
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(all)
 }

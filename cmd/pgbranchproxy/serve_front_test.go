@@ -100,3 +100,76 @@ func TestFrontAnswersNodesAndInfo(t *testing.T) {
 		t.Fatalf("info through a front with a ci token: %+v, want the front's listen and role ci", info)
 	}
 }
+
+// TestFrontListsAwayBranches: a front's branch ls lists the branches of a node
+// that is not serving (its lease ran out) from the catalog, as away, rather
+// than leaving them out; a lost one as lost; a role ci caller only its own; and
+// a branch a live node listed is not listed twice.
+func TestFrontListsAwayBranches(t *testing.T) {
+	ctx := context.Background()
+	dsn := filepath.Join(t.TempDir(), "catalog.db")
+	cat, err := catalog.Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	if err := cat.AddSource(ctx, catalog.Source{Name: "app", Kind: "empty"}); err != nil {
+		t.Fatal(err)
+	}
+	live, err := cat.Register(ctx, "node-1", "127.0.0.1:1", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, err := catalog.Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gone.Close()
+	if _, err := gone.Register(ctx, "node-2", "127.0.0.1:2", -time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range []struct {
+		c    *catalog.Catalog
+		name string
+	}{{cat, "here"}, {gone, "t1"}, {gone, "pr-2"}} {
+		if _, err := row.c.InsertBranch(ctx, catalog.Branch{Source: "app", Name: row.name, State: catalog.Running}, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[listKey]bool{}
+	listed(seen, []json.RawMessage{json.RawMessage(`{"name":"here","source":"app","state":"running"}`)})
+	got, err := awayBranches(ctx, cat, []catalog.Node{live}, admin.Caller{Name: "local", Role: admin.RoleAdmin}, seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]string{}
+	for _, e := range got {
+		var i branches.Info
+		if err := json.Unmarshal(e, &i); err != nil {
+			t.Fatal(err)
+		}
+		if i.Node != "node-2" {
+			t.Errorf("%s listed with node %q, want node-2", i.Name, i.Node)
+		}
+		states[i.Name] = i.State
+	}
+	if len(states) != 2 || states["t1"] != "away" || states["pr-2"] != "away" {
+		t.Fatalf("away branches %v, want t1 and pr-2 away (here is node-1's, listed already)", states)
+	}
+	got, err = awayBranches(ctx, cat, []catalog.Node{live}, admin.Caller{Name: "github", Role: admin.RoleCI, Prefix: "pr-"}, map[listKey]bool{})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("away branches for role ci with prefix pr-: %s %v, want pr-2 alone", got, err)
+	}
+	if _, err := cat.Janitor(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	got, err = awayBranches(ctx, cat, []catalog.Node{live}, admin.Caller{Name: "local", Role: admin.RoleAdmin}, map[listKey]bool{{"app", "here"}: true})
+	if err != nil || len(got) != 2 {
+		t.Fatalf("after node-2 was declared dead: %s %v", got, err)
+	}
+	var i branches.Info
+	json.Unmarshal(got[0], &i)
+	if i.State != "lost" {
+		t.Fatalf("a branch of a dead node: %+v, want lost", i)
+	}
+}
