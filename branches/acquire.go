@@ -152,7 +152,11 @@ func (m *Manager) acquire(ctx context.Context, route router.Route, existing bool
 			m.mu.Unlock()
 			return nil, m.fencedErr(k.name)
 		case b.rec.State == catalog.Lost:
+			id := b.rec.ID
 			m.mu.Unlock()
+			if m.lostRowGone(ctx, k, id) {
+				continue // a new branch of the name
+			}
 			return nil, fmt.Errorf("branch %q: %w", k.name, ErrLost)
 		case b.ended():
 			// Gone for its clients, its destroy held back (burst.go): this

@@ -128,7 +128,10 @@ func (m *Manager) Stop(ctx context.Context, source, name string, o OpOptions) er
 func (m *Manager) adminOp(ctx context.Context, source, name, what string, o OpOptions, step func(context.Context, *branch, string) error) error {
 	src, err := m.sourceOfBranch(source, name)
 	if err != nil {
-		return m.elsewhere(ctx, source, name, err)
+		if err = m.elsewhere(ctx, source, name, what, err); err == nil {
+			m.cfg.Metrics.action(what, "admin")
+		}
+		return err
 	}
 	source = src
 	check := func(b *branch) error {
@@ -149,7 +152,7 @@ func (m *Manager) adminOp(ctx context.Context, source, name, what string, o OpOp
 	err = m.do(ctx, key{source, name}, what, check, func(ctx context.Context, b *branch) error {
 		return step(ctx, b, "admin "+what)
 	})
-	err = m.elsewhere(ctx, source, name, err)
+	err = m.elsewhere(ctx, source, name, what, err)
 	if err == nil {
 		m.cfg.Metrics.action(what, "admin")
 		m.cfg.Metrics.took(what, time.Since(start))
@@ -172,7 +175,7 @@ type Settings struct {
 func (m *Manager) Set(ctx context.Context, source, name string, s Settings) error {
 	src, err := m.sourceOfBranch(source, name)
 	if err != nil {
-		return m.elsewhere(ctx, source, name, err)
+		return m.elsewhere(ctx, source, name, "set", err)
 	}
 	source = src
 	if (s.TTL != nil && *s.TTL < 0) || (s.Quota != nil && *s.Quota < 0) {
@@ -200,7 +203,7 @@ func (m *Manager) Set(ctx context.Context, source, name string, s Settings) erro
 			}
 		})
 	})
-	err = m.elsewhere(ctx, source, name, err)
+	err = m.elsewhere(ctx, source, name, "set", err)
 	if err == nil && s.ServerLimits != (ServerLimits{}) {
 		err = m.SetLimits(ctx, source, name, s.ServerLimits)
 	}

@@ -4,14 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 )
 
-// elsewhere is err, a branch of that name not found here, told better on a
-// node of several when the catalog has the branch on another node: a node acts
-// on its own branches only, and its admin socket is not where the operator
-// reaches the others. source may be "" (any source). Any other err is
-// returned as it is.
-func (m *Manager) elsewhere(ctx context.Context, source, name string, err error) error {
+// elsewhere is what becomes of err, a branch of that name not found here for
+// the admin operation what ("destroy", "reset", "stop", "set"), on a node of
+// several when the catalog has the branch elsewhere. A node acts on its own
+// branches only, so for another node's branch it names that node. A lost
+// branch (its node declared dead) that this node does not hold is any node's
+// to destroy, as a front asks of any live node: its row is removed; any other
+// operation on it is refused as on a lost branch held here. source may be ""
+// (any source). Any other err is returned as it is.
+func (m *Manager) elsewhere(ctx context.Context, source, name, what string, err error) error {
 	if !m.cfg.Join || !errors.Is(err, ErrNotFound) {
 		return err
 	}
@@ -21,11 +26,21 @@ func (m *Manager) elsewhere(ctx context.Context, source, name string, err error)
 	}
 	me, _, _ := m.cat.Registration()
 	for _, b := range all {
-		if b.Name != name || b.Pooled || (source != "" && b.Source != source) || b.NodeID == "" || b.NodeID == me {
+		if b.Name != name || b.Pooled || (source != "" && b.Source != source) {
 			continue
 		}
-		return fmt.Errorf("branch %q of source %q: %w on this node: it is on node %s; give the command to a front, or to that node",
-			name, b.Source, ErrNotFound, b.NodeID)
+		switch {
+		case b.State == catalog.Lost && what == "destroy":
+			if derr := m.cat.DeleteBranch(ctx, b, "admin destroy"); derr != nil {
+				return fmt.Errorf("branch %q: %w", name, derr)
+			}
+			return nil
+		case b.State == catalog.Lost:
+			return fmt.Errorf("branch %q: %w; only destroying it is possible", name, ErrLost)
+		case b.NodeID != "" && b.NodeID != me:
+			return fmt.Errorf("branch %q of source %q: %w on this node: it is on node %s; give the command to a front, or to that node",
+				name, b.Source, ErrNotFound, b.NodeID)
+		}
 	}
 	return err
 }

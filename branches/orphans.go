@@ -61,10 +61,12 @@ func (m *Manager) dropOrphans(ctx context.Context) error {
 		return nil
 	}
 	suspects := map[int64]key{}
+	lost := map[int64]bool{}
 	m.mu.Lock()
 	for k, b := range m.branches {
-		if b.rec.ID != 0 && b.op == nil && !b.fenced && b.rec.State != catalog.Lost {
+		if b.rec.ID != 0 && b.op == nil && !b.fenced {
 			suspects[b.rec.ID] = k
+			lost[b.rec.ID] = b.rec.State == catalog.Lost
 		}
 	}
 	m.mu.Unlock()
@@ -89,6 +91,8 @@ func (m *Manager) dropOrphans(ctx context.Context) error {
 			return err
 		case r.Source != k.source || r.Name != k.name:
 			m.orphanRemove(ctx, k, id, fmt.Sprintf("its id is branch %q of source %q in the catalog", r.Name, r.Source))
+		case lost[id]:
+			// A lost row of another node, which any node may hold (reconcile).
 		case node != me:
 			m.log.Warn("a branch's catalog row is another node's; this node serves it until its next write is refused",
 				zap.String("source", k.source), zap.String("branch", k.name), zap.String("row_node", node))
@@ -108,12 +112,19 @@ func (m *Manager) orphanRemove(ctx context.Context, k key, id int64, why string)
 		return nil
 	}, func(ctx context.Context, b *branch) error {
 		m.mu.Lock()
-		running, sessions := b.inst != nil, b.sessions
+		running, sessions, lost := b.inst != nil, b.sessions, b.rec.State == catalog.Lost
 		m.mu.Unlock()
-		m.log.Warn("removing a branch whose catalog row is gone (the catalog lost it, as a failover to a standby that had not received it does): "+
-			"its server stopped, its files removed; the name is created again from its source's seed on its next connection",
-			zap.String("source", k.source), zap.String("branch", k.name), zap.Int64("id", id), zap.String("why", why),
-			zap.Bool("running", running), zap.Int("sessions", sessions))
+		if lost {
+			// Not the catalog's loss: the row was destroyed, or made again from
+			// the seed by a front, through another process.
+			m.log.Info("forgetting a lost branch whose catalog row was removed elsewhere",
+				zap.String("source", k.source), zap.String("branch", k.name), zap.Int64("id", id), zap.String("why", why))
+		} else {
+			m.log.Warn("removing a branch whose catalog row is gone (the catalog lost it, as a failover to a standby that had not received it does): "+
+				"its server stopped, its files removed; the name is created again from its source's seed on its next connection",
+				zap.String("source", k.source), zap.String("branch", k.name), zap.Int64("id", id), zap.String("why", why),
+				zap.Bool("running", running), zap.Int("sessions", sessions))
+		}
 		m.closeIdle(b)
 		if inst, _ := m.takeInstance(b); inst != nil {
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StopTimeout)
@@ -135,4 +146,23 @@ func (m *Manager) orphanRemove(ctx context.Context, k key, id int64, why string)
 	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrClosed) && ctx.Err() == nil {
 		m.log.Warn("remove a branch whose catalog row is gone", zap.String("branch", k.name), zap.Error(err))
 	}
+}
+
+// lostRowGone reports whether the lost branch k, row id, which this node holds
+// (reconcile loads every node's lost rows), has lost its row: destroyed, or
+// made again from the seed by a front, through another process. It then
+// forgets the branch, so that the name can be created here at once rather than
+// refused as lost until the reaper's next comparison.
+func (m *Manager) lostRowGone(ctx context.Context, k key, id int64) bool {
+	if !m.cfg.Join {
+		return false
+	}
+	if _, _, err := m.cat.RowOf(ctx, id); !errors.Is(err, catalog.ErrNotFound) {
+		return false
+	}
+	m.orphanRemove(ctx, k, id, "its lost row was removed")
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := m.branches[k]
+	return b == nil || b.rec.ID != id
 }
