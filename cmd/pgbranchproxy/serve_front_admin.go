@@ -180,14 +180,14 @@ func (fw *nodeForwarder) gather(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	all := []json.RawMessage{}
-	seen := map[listKey]bool{}
+	seen := map[listKey]int{}
 	for _, n := range live {
 		list, status, err := fw.list(ctx, n, r)
 		if err != nil {
 			admin.FrontError(w, status, fmt.Sprintf("node %s: %v", n.ID, err))
 			return
 		}
-		all = append(all, listed(seen, list)...)
+		all = listed(all, seen, list)
 	}
 	away, err := awayBranches(ctx, fw.cat, live, admin.CallerFrom(r.Context()), seen)
 	if err != nil {

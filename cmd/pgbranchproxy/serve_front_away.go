@@ -18,27 +18,32 @@ import (
 // listKey is a branch's source and name.
 type listKey struct{ source, name string }
 
-// listed decodes the source and name of each entry of a node's list, and drops
-// an entry listed already (a lost branch of a dead node that several nodes
-// hold since their start).
-func listed(seen map[listKey]bool, list []json.RawMessage) []json.RawMessage {
-	out := list[:0]
+// listed adds the entries of a node's list to all, each once by source and
+// name (seen: where in all): a lost branch of a dead node is held by every node
+// started since, and one that forgets it late (its row removed through another
+// node) may still list it beside the name made again, which wins.
+func listed(all []json.RawMessage, seen map[listKey]int, list []json.RawMessage) []json.RawMessage {
 	for _, e := range list {
-		var k struct{ Name, Source string }
-		if json.Unmarshal(e, &k) == nil {
-			if seen[listKey{k.Source, k.Name}] {
-				continue
-			}
-			seen[listKey{k.Source, k.Name}] = true
+		var k struct{ Name, Source, State string }
+		if json.Unmarshal(e, &k) != nil {
+			all = append(all, e)
+			continue
 		}
-		out = append(out, e)
+		if i, ok := seen[listKey{k.Source, k.Name}]; ok {
+			if k.State != string(catalog.Lost) {
+				all[i] = e
+			}
+			continue
+		}
+		seen[listKey{k.Source, k.Name}] = len(all)
+		all = append(all, e)
 	}
-	return out
+	return all
 }
 
 // awayBranches describes the catalog's branches of the nodes not in live that
 // are not listed yet and that c may see, as the catalog last recorded them.
-func awayBranches(ctx context.Context, cat *catalog.Catalog, live []catalog.Node, c admin.Caller, seen map[listKey]bool) ([]json.RawMessage, error) {
+func awayBranches(ctx context.Context, cat *catalog.Catalog, live []catalog.Node, c admin.Caller, seen map[listKey]int) ([]json.RawMessage, error) {
 	rows, err := cat.Branches(ctx)
 	if err != nil {
 		return nil, err
@@ -50,10 +55,9 @@ func awayBranches(ctx context.Context, cat *catalog.Catalog, live []catalog.Node
 	var out []json.RawMessage
 	for _, r := range rows {
 		k := listKey{r.Source, r.Name}
-		if r.Pooled || r.NodeID == "" || up[r.NodeID] || seen[k] || (c.Role == admin.RoleCI && !c.Owns(r.Name)) {
+		if _, ok := seen[k]; ok || r.Pooled || r.NodeID == "" || up[r.NodeID] || (c.Role == admin.RoleCI && !c.Owns(r.Name)) {
 			continue
 		}
-		seen[k] = true
 		info := branches.Info{Name: r.Name, Source: r.Source, State: "away", CowMode: r.CowMode, OwnedBytes: r.OwnedBytes,
 			Parent: r.Parent, Ephemeral: r.Ephemeral, CreateMS: r.CreateMS, CreatedAt: r.CreatedAt, LastUsedAt: r.LastUsedAt, Node: r.NodeID,
 			Error: fmt.Sprintf("its node %s is not serving (the catalog last recorded the branch %s)", r.NodeID, r.State)}

@@ -104,7 +104,7 @@ func TestFrontAnswersNodesAndInfo(t *testing.T) {
 // TestFrontListsAwayBranches: a front's branch ls lists the branches of a node
 // that is not serving (its lease ran out) from the catalog, as away, rather
 // than leaving them out; a lost one as lost; a role ci caller only its own; and
-// a branch a live node listed is not listed twice.
+// a branch live nodes listed is listed once, a stale lost entry giving way.
 func TestFrontListsAwayBranches(t *testing.T) {
 	ctx := context.Background()
 	dsn := filepath.Join(t.TempDir(), "catalog.db")
@@ -136,8 +136,14 @@ func TestFrontListsAwayBranches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	seen := map[listKey]bool{}
-	listed(seen, []json.RawMessage{json.RawMessage(`{"name":"here","source":"app","state":"running"}`)})
+	seen := map[listKey]int{}
+	all := listed(nil, seen, []json.RawMessage{json.RawMessage(`{"name":"here","source":"app","state":"lost"}`)})
+	all = listed(all, seen, []json.RawMessage{json.RawMessage(`{"name":"here","source":"app","state":"running"}`),
+		json.RawMessage(`{"name":"there","source":"app","state":"lost"}`)})
+	all = listed(all, seen, []json.RawMessage{json.RawMessage(`{"name":"there","source":"app","state":"lost"}`)})
+	if len(all) != 2 || string(all[0]) != `{"name":"here","source":"app","state":"running"}` {
+		t.Fatalf("two nodes' lists: %s, want here (running, not the stale lost entry) and there, once each", all)
+	}
 	got, err := awayBranches(ctx, cat, []catalog.Node{live}, admin.Caller{Name: "local", Role: admin.RoleAdmin}, seen)
 	if err != nil {
 		t.Fatal(err)
@@ -156,14 +162,14 @@ func TestFrontListsAwayBranches(t *testing.T) {
 	if len(states) != 2 || states["t1"] != "away" || states["pr-2"] != "away" {
 		t.Fatalf("away branches %v, want t1 and pr-2 away (here is node-1's, listed already)", states)
 	}
-	got, err = awayBranches(ctx, cat, []catalog.Node{live}, admin.Caller{Name: "github", Role: admin.RoleCI, Prefix: "pr-"}, map[listKey]bool{})
+	got, err = awayBranches(ctx, cat, []catalog.Node{live}, admin.Caller{Name: "github", Role: admin.RoleCI, Prefix: "pr-"}, map[listKey]int{})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("away branches for role ci with prefix pr-: %s %v, want pr-2 alone", got, err)
 	}
 	if _, err := cat.Janitor(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
-	got, err = awayBranches(ctx, cat, []catalog.Node{live}, admin.Caller{Name: "local", Role: admin.RoleAdmin}, map[listKey]bool{{"app", "here"}: true})
+	got, err = awayBranches(ctx, cat, []catalog.Node{live}, admin.Caller{Name: "local", Role: admin.RoleAdmin}, map[listKey]int{{"app", "here"}: 0})
 	if err != nil || len(got) != 2 {
 		t.Fatalf("after node-2 was declared dead: %s %v", got, err)
 	}
