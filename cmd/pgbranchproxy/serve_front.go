@@ -125,13 +125,7 @@ func serveFront(g *globalFlags, f *serveFlags) error {
 		zap.String("to_nodes", map[bool]string{true: "mutual TLS as " + memberName(member), false: "plain TCP"}[member != nil]),
 		unixSocketField(lns))
 	err = serveUntilDone(ctx, stop, px, lns, nil, log)
-	log.Info("shutting down", zap.Duration("grace", f.grace))
-	graceCtx, cancel := context.WithTimeout(context.Background(), f.grace)
-	px.Drain(graceCtx)
-	cancel()
-	forceCtx, cancelForce := context.WithTimeout(context.Background(), f.grace)
-	px.Shutdown(forceCtx)
-	cancelForce()
+	stopSessions(px, f.grace, log)
 	stop() // ends the route watch
 	<-watched
 	log.Info("stopped")
@@ -193,4 +187,25 @@ func lockFrontDir(dir string) (*os.File, error) {
 		return nil, err
 	}
 	return branches.LockStateDir(dir)
+}
+
+// drainer is the proxy server's stop, as a front's shutdown uses it.
+type drainer interface {
+	Drain(ctx context.Context) bool
+	Shutdown(ctx context.Context)
+}
+
+// stopSessions lets a front's sessions run for grace, then closes the rest at
+// once (Shutdown given a context that is done), as --grace says; it waited a
+// second grace period before.
+func stopSessions(px drainer, grace time.Duration, log *zap.Logger) {
+	log.Info("shutting down", zap.Duration("grace", grace))
+	graceCtx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if !px.Drain(graceCtx) {
+		log.Info("grace period over: closing the sessions left")
+	}
+	done, end := context.WithCancel(context.Background())
+	end()
+	px.Shutdown(done)
 }

@@ -179,3 +179,25 @@ func TestFrontListsAwayBranches(t *testing.T) {
 		t.Fatalf("a branch of a dead node: %+v, want lost", i)
 	}
 }
+
+// fakeDrainer's sessions never end by themselves.
+type fakeDrainer struct{ shutdownWaited time.Duration }
+
+func (d *fakeDrainer) Drain(ctx context.Context) bool { <-ctx.Done(); return false }
+
+func (d *fakeDrainer) Shutdown(ctx context.Context) {
+	start := time.Now()
+	<-ctx.Done() // the proxy's Shutdown waits for sessions until ctx ends
+	d.shutdownWaited = time.Since(start)
+}
+
+// TestFrontStopsAtGrace: a front's stop closes the sessions left once --grace
+// has passed; it waited a second grace period for them first.
+func TestFrontStopsAtGrace(t *testing.T) {
+	d := &fakeDrainer{}
+	start := time.Now()
+	stopSessions(d, 200*time.Millisecond, zap.NewNop())
+	if took := time.Since(start); took > 350*time.Millisecond || d.shutdownWaited > 50*time.Millisecond {
+		t.Fatalf("stop took %v, of which %v waiting in Shutdown; want the 200ms grace, then the sessions closed at once", took, d.shutdownWaited)
+	}
+}
