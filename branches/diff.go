@@ -38,9 +38,20 @@ type DiffResult struct {
 func (m *Manager) Diff(ctx context.Context, name string, opts DiffOptions) (DiffResult, error) {
 	source, err := m.sourceOfBranch(opts.Source, name)
 	if err != nil {
-		return DiffResult{}, err
+		return DiffResult{}, m.elsewhere(ctx, opts.Source, name, "diff", err)
 	}
 	res := DiffResult{Branch: name, Against: opts.Against}
+	if against := opts.Against; against != "" && against != "seed" {
+		// Before name is woken for nothing: a branch of another node cannot be
+		// read here.
+		m.mu.Lock()
+		held := m.branches[key{source, against}] != nil
+		m.mu.Unlock()
+		if !held {
+			return DiffResult{}, m.elsewhere(ctx, source, against, diffAgainst,
+				fmt.Errorf("branch %q of source %q: %w", against, source, ErrNotFound))
+		}
+	}
 	cur, upper, err := m.branchSnapshot(ctx, source, name, opts.Data)
 	if err != nil {
 		return DiffResult{}, err

@@ -8,8 +8,12 @@ import (
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 )
 
+// diffAgainst is elsewhere's operation for the branch a diff compares with.
+const diffAgainst = "diff --against"
+
 // elsewhere is what becomes of err, a branch of that name not found here for
-// the admin operation what ("destroy", "reset", "stop", "set"), on a node of
+// the admin operation what ("destroy", "reset", "stop", "set", "diff",
+// diffAgainst), on a node of
 // several when the catalog has the branch elsewhere. A node acts on its own
 // branches only, so for another node's branch it names that node. A lost
 // branch (its node declared dead) that this node does not hold is any node's
@@ -37,6 +41,9 @@ func (m *Manager) elsewhere(ctx context.Context, source, name, what string, err 
 			return nil
 		case b.State == catalog.Lost:
 			return fmt.Errorf("branch %q: %w; only destroying it is possible", name, ErrLost)
+		case b.NodeID != "" && b.NodeID != me && what == diffAgainst:
+			return fmt.Errorf("branch %q of source %q: %w on this node: it is on node %s, and branch diff --against compares two branches of one node",
+				name, b.Source, ErrNotFound, b.NodeID)
 		case b.NodeID != "" && b.NodeID != me:
 			return fmt.Errorf("branch %q of source %q: %w on this node: it is on node %s; give the command to a front, or to that node",
 				name, b.Source, ErrNotFound, b.NodeID)

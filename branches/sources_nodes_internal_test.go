@@ -131,3 +131,33 @@ func TestRemoveSourceInUse(t *testing.T) {
 		t.Fatalf("RemoveSource with branches here and on n2: %v", err)
 	}
 }
+
+// TestDiffAgainstElsewhere: branch diff --against a branch of another node
+// (a front passes the diff to the first branch's node) says that the two must
+// be on one node, rather than that the branch does not exist.
+func TestDiffAgainstElsewhere(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := newUnitManager(t, "")
+	m.cfg.Join = true
+	if _, err := m.cat.Register(ctx, "n1", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	other, err := catalog.Open(filepath.Join(m.cfg.StateDir, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.Register(ctx, "n2", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now().UTC()
+	if _, err := other.InsertBranch(ctx, catalog.Branch{Source: "s", Name: "theirs", SeedID: 1, State: catalog.Stopped, CreatedAt: t0, StateAt: t0}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	m.branches[key{"s", "mine"}] = &branch{rec: catalog.Branch{Source: "s", Name: "mine"}}
+	_, err = m.Diff(ctx, "mine", DiffOptions{Against: "theirs"})
+	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "it is on node n2, and branch diff --against compares two branches of one node") {
+		t.Fatalf("diff --against another node's branch: %v", err)
+	}
+}
