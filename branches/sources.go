@@ -441,6 +441,7 @@ func (m *Manager) dropSource(ctx context.Context, name string, pooled []key) err
 
 // Sources lists the sources.
 func (m *Manager) Sources() []SourceInfo {
+	m.syncForListing()
 	m.mu.Lock()
 	names := make([]string, 0, len(m.sources))
 	for n := range m.sources {
@@ -464,6 +465,21 @@ func (m *Manager) Sources() []SourceInfo {
 
 // holdersTimeout bounds the catalog reads of addSeedHolders.
 const holdersTimeout = 2 * time.Second
+
+// syncForListing reads, on a node of several, the sources other nodes added or
+// removed since the last reaper pass, so that a listing through a front does
+// not depend on which node answers. A catalog that does not answer within
+// holdersTimeout leaves the sources this node knows.
+func (m *Manager) syncForListing() {
+	if !m.cfg.Join {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), holdersTimeout)
+	defer cancel()
+	if err := m.syncSources(ctx); err != nil {
+		m.log.Debug("read the catalog's sources for a listing", zap.Error(err))
+	}
+}
 
 // addClusterBranches counts, on a node of several, every node's branches of
 // each source, as the catalog has them: this node holds only its own, and a

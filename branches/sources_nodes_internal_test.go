@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -159,5 +160,36 @@ func TestDiffAgainstElsewhere(t *testing.T) {
 	_, err = m.Diff(ctx, "mine", DiffOptions{Against: "theirs"})
 	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "it is on node n2, and branch diff --against compares two branches of one node") {
 		t.Fatalf("diff --against another node's branch: %v", err)
+	}
+}
+
+// TestSourcesListsOtherNodesSources: on a node of several, source ls lists a
+// source another node added just now, not from the next reaper pass on: a
+// front passes source ls to any node.
+func TestSourcesListsOtherNodesSources(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := newUnitManager(t, "")
+	m.cfg.Join = true
+	if _, err := m.cat.Register(ctx, "n1", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.cat.AddSource(ctx, catalog.Source{Name: "crm", Kind: "sql"}); err != nil {
+		t.Fatal(err)
+	}
+	sd, err := m.cat.AddSeed(ctx, catalog.Seed{Source: "crm", Dir: filepath.Join(m.cfg.StateDir, "seeds", "crm", "1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd.State = catalog.SeedReady
+	if err := m.cat.UpdateSeed(ctx, sd); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range m.Sources() {
+		names = append(names, s.Name)
+	}
+	if !slices.Contains(names, "crm") {
+		t.Fatalf("Sources() = %v, want crm, added by another node", names)
 	}
 }
