@@ -121,6 +121,7 @@ func serveFront(g *globalFlags, f *serveFlags) error {
 	if err != nil {
 		return err
 	}
+	fw.setClients(lns)
 	log.Info("pgbranchproxy front ready", zap.String("listen", lns[0].Addr().String()), zap.String("catalog", cat.Backend()),
 		zap.String("to_nodes", map[bool]string{true: "mutual TLS as " + memberName(member), false: "plain TCP"}[member != nil]),
 		unixSocketField(lns))

@@ -33,12 +33,35 @@ type nodeForwarder struct {
 	cat      *catalog.Catalog
 	routes   *front.Branches
 	member   *cluster.Member // nil: no cluster TLS, and no node serves a front's admin requests
-	stateDir string          // the front's, and its --listen, for GET /v1/info
+	stateDir string          // the front's, and its --listen (the address it got, once listening), for GET /v1/info
 	listen   string
 	log      *zap.Logger
 
 	mu         sync.Mutex
 	transports map[string]*http.Transport // by node id
+	unixSocket string                     // the clients' unix socket (--unix-socket-dir), once listening
+}
+
+// setClients records where the front takes clients, once it listens: the
+// address --listen got and the unix socket, for GET /v1/info.
+func (fw *nodeForwarder) setClients(lns []net.Listener) {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	for _, ln := range lns {
+		switch a := ln.Addr().(type) {
+		case *net.TCPAddr:
+			fw.listen = a.String()
+		case *net.UnixAddr:
+			fw.unixSocket = a.Name
+		}
+	}
+}
+
+// info is what GET /v1/info says of the front.
+func (fw *nodeForwarder) info() branches.ServerInfo {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	return branches.ServerInfo{StateDir: fw.stateDir, Listen: fw.listen, UnixSocket: fw.unixSocket}
 }
 
 // forward is the admin.Forward of a front. What it says of itself (GET
@@ -54,7 +77,7 @@ func (fw *nodeForwarder) forward(rt admin.Route) http.HandlerFunc {
 			json.NewEncoder(w).Encode(struct {
 				branches.ServerInfo
 				Role string `json:"role,omitempty"`
-			}{branches.ServerInfo{StateDir: fw.stateDir, Listen: fw.listen}, admin.CallerFrom(r.Context()).Role})
+			}{fw.info(), admin.CallerFrom(r.Context()).Role})
 		}
 	case "GET /v1/branches":
 		return fw.gather

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -199,5 +200,32 @@ func TestFrontStopsAtGrace(t *testing.T) {
 	stopSessions(d, 200*time.Millisecond, zap.NewNop())
 	if took := time.Since(start); took > 350*time.Millisecond || d.shutdownWaited > 50*time.Millisecond {
 		t.Fatalf("stop took %v, of which %v waiting in Shutdown; want the 200ms grace, then the sessions closed at once", took, d.shutdownWaited)
+	}
+}
+
+// TestFrontInfoNamesItsSocket: a front's info names its unix socket
+// (--unix-socket-dir) and the address it listens on, as a node's does.
+func TestFrontInfoNamesItsSocket(t *testing.T) {
+	dir := t.TempDir()
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	unix, err := net.Listen("unix", filepath.Join(dir, ".s.PGSQL.6432"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close()
+	fw := &nodeForwarder{stateDir: dir, listen: "127.0.0.1:0", log: zap.NewNop()}
+	fw.setClients([]net.Listener{tcp, unix})
+	rec := httptest.NewRecorder()
+	fw.forward(admin.Route{Pattern: "GET /v1/info"})(rec, httptest.NewRequest(http.MethodGet, "/v1/info", nil))
+	var info branches.ServerInfo
+	if err := json.Unmarshal(rec.Body.Bytes(), &info); err != nil {
+		t.Fatal(err)
+	}
+	if info.Listen != tcp.Addr().String() || info.UnixSocket != filepath.Join(dir, ".s.PGSQL.6432") {
+		t.Fatalf("info %+v, want listen %s and the unix socket", info, tcp.Addr())
 	}
 }
