@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -20,6 +21,7 @@ import (
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 	"github.com/pgbranchproxy/pgbranchproxy/cluster"
 	"github.com/pgbranchproxy/pgbranchproxy/front"
+	"github.com/pgbranchproxy/pgbranchproxy/proxy"
 	"go.uber.org/zap"
 )
 
@@ -99,7 +101,7 @@ func (fw *nodeForwarder) forward(rt admin.Route) http.HandlerFunc {
 		node, err := fw.pick(r.Context(), rt, r)
 		if err != nil {
 			fw.log.Warn("admin request: no node to pass it to", zap.String("path", r.URL.Path), zap.Error(err))
-			admin.FrontError(w, http.StatusServiceUnavailable, "no node can take the request now: "+err.Error())
+			admin.FrontError(w, http.StatusServiceUnavailable, "no node can take the request now: "+withHint(err))
 			return
 		}
 		target := &url.URL{Scheme: "https", Host: node.PeerAddr}
@@ -199,7 +201,7 @@ func (fw *nodeForwarder) gather(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	live, err := fw.liveNodes(ctx)
 	if err != nil {
-		admin.FrontError(w, http.StatusServiceUnavailable, "no node can take the request now: "+err.Error())
+		admin.FrontError(w, http.StatusServiceUnavailable, "no node can take the request now: "+withHint(err))
 		return
 	}
 	all := []json.RawMessage{}
@@ -280,3 +282,14 @@ func (fw *nodeForwarder) close() {
 type errTransport struct{ err error }
 
 func (t errTransport) RoundTrip(*http.Request) (*http.Response, error) { return nil, t.err }
+
+// withHint is err's text, with the hint a client would get beside it (every
+// live node draining, what to do about it), which an admin caller needs as
+// much.
+func withHint(err error) string {
+	var ce *proxy.ClientError
+	if errors.As(err, &ce) && ce.Hint != "" {
+		return ce.Message + " (" + ce.Hint + ")"
+	}
+	return err.Error()
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"github.com/pgbranchproxy/pgbranchproxy/admin"
 	"github.com/pgbranchproxy/pgbranchproxy/branches"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/proxy"
 	"go.uber.org/zap"
 )
 
@@ -227,5 +229,18 @@ func TestFrontInfoNamesItsSocket(t *testing.T) {
 	}
 	if info.Listen != tcp.Addr().String() || info.UnixSocket != filepath.Join(dir, ".s.PGSQL.6432") {
 		t.Fatalf("info %+v, want listen %s and the unix socket", info, tcp.Addr())
+	}
+}
+
+// TestFrontAdminHint: an admin request a front cannot place (every live node
+// draining) says what a client is told, hint included.
+func TestFrontAdminHint(t *testing.T) {
+	err := fmt.Errorf("place: %w", &proxy.ClientError{Code: "57P03", Message: "no node is available to create the branch",
+		Hint: "every live node is draining: resume one (pgbranchproxy node resume), or start another"})
+	if got := withHint(err); got != "no node is available to create the branch (every live node is draining: resume one (pgbranchproxy node resume), or start another)" {
+		t.Fatalf("withHint = %q", got)
+	}
+	if got := withHint(errors.New("no node is serving")); got != "no node is serving" {
+		t.Fatalf("withHint of a plain error = %q", got)
 	}
 }
