@@ -44,13 +44,21 @@ func (m *Manager) Create(ctx context.Context, name string, opts CreateOptions) e
 		if b := m.branches[key{source, name}]; b != nil {
 			switch {
 			case !b.ended():
+				lost, id := b.rec.State == catalog.Lost && b.op == nil, b.rec.ID
 				m.mu.Unlock()
+				if lost && m.lostRowGone(ctx, key{source, name}, id) {
+					continue // its row was removed through another process: the name is free
+				}
 				return fmt.Errorf("branch %q of source %q: %w", name, source, ErrExists)
 			case b.fenced: // not this node's to destroy
 				m.mu.Unlock()
 				return m.fencedErr(name)
 			case b.rec.State == catalog.Lost:
+				idle, id := b.op == nil, b.rec.ID
 				m.mu.Unlock()
+				if idle && m.lostRowGone(ctx, key{source, name}, id) {
+					continue
+				}
 				return fmt.Errorf("branch %q: %w", name, ErrLost)
 			}
 			// Gone for clients (burst.go): the name is free once it is destroyed.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/failpoint"
 )
 
 // lostOfDeadNode makes a node of several (n1) beside a node n2 that the
@@ -96,5 +97,39 @@ func TestLostRowGone(t *testing.T) {
 	hold()
 	if err := m.dropOrphans(ctx); err != nil || held() {
 		t.Fatalf("the reaper's comparison after the row was removed: %v, held %v", err, held())
+	}
+}
+
+// TestCreateAfterLostRowGone: branch create (the admin API, as a front passes
+// it to the node it places the name on) of a name whose lost row was removed
+// through another process creates it, as a connection does; it said the branch
+// existed until the reaper's next comparison. While the lost row is there it
+// still does.
+func TestCreateAfterLostRowGone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m, row := lostOfDeadNode(t)
+	k := key{"s", "gone"}
+	m.branches[k] = &branch{rec: row}
+	if err := m.Create(ctx, "gone", CreateOptions{Source: "s"}); !errors.Is(err, ErrExists) {
+		t.Fatalf("create of a held lost branch whose row is there: %v, want ErrExists", err)
+	}
+	if err := m.cat.DeleteBranch(ctx, row, "destroyed through another node"); err != nil {
+		t.Fatal(err)
+	}
+	// The creation itself stops at its first step after the row's insert.
+	set, err := failpoint.Parse(failpoint.Catalog + string(catalog.Creating) + "=error")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.cfg.Failpoints = set
+	if err := m.Create(ctx, "gone", CreateOptions{Source: "s"}); !errors.Is(err, failpoint.ErrInjected) {
+		t.Fatalf("create after the lost row was removed: %v, want the creation tried", err)
+	}
+	m.mu.Lock()
+	b := m.branches[k]
+	m.mu.Unlock()
+	if b != nil && b.rec.ID == row.ID {
+		t.Fatal("the lost branch whose row was removed is still held")
 	}
 }
