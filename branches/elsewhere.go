@@ -19,7 +19,8 @@ const diffAgainst = "diff --against"
 // branch (its node declared dead) that this node does not hold is any node's
 // to destroy, as a front asks of any live node: its row is removed; any other
 // operation on it is refused as on a lost branch held here. source may be ""
-// (any source). Any other err is returned as it is.
+// (any source; ErrInvalid when the catalog has the name in several). Any other
+// err is returned as it is.
 func (m *Manager) elsewhere(ctx context.Context, source, name, what string, err error) error {
 	if !m.cfg.Join || !errors.Is(err, ErrNotFound) {
 		return err
@@ -29,10 +30,22 @@ func (m *Manager) elsewhere(ctx context.Context, source, name, what string, err 
 		return err
 	}
 	me, _, _ := m.cat.Registration()
+	var rows []catalog.Branch
 	for _, b := range all {
-		if b.Name != name || b.Pooled || (source != "" && b.Source != source) {
-			continue
+		if b.Name == name && !b.Pooled && (source == "" || b.Source == source) {
+			rows = append(rows, b)
 		}
+	}
+	if len(rows) > 1 {
+		// As sourceOfBranch refuses for the branches held here: which one is
+		// meant (the lost one to destroy?) is for the caller to say.
+		srcs := make([]string, len(rows))
+		for i, b := range rows {
+			srcs[i] = b.Source
+		}
+		return fmt.Errorf("%w: branch %q exists in several sources %v: name one with --source", ErrInvalid, name, srcs)
+	}
+	for _, b := range rows {
 		switch {
 		case b.State == catalog.Lost && what == "destroy":
 			if derr := m.cat.DeleteBranch(ctx, b, "admin destroy"); derr != nil {

@@ -133,3 +133,37 @@ func TestCreateAfterLostRowGone(t *testing.T) {
 		t.Fatal("the lost branch whose row was removed is still held")
 	}
 }
+
+// TestDestroyLostElsewhereAmbiguous: destroy without a source of a name that
+// the catalog has in two sources, one lost and one on another node, is refused
+// as it is for two branches held here; it removed whichever row came first,
+// the lost one, whichever the caller meant.
+func TestDestroyLostElsewhereAmbiguous(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m, _ := lostOfDeadNode(t)
+	other, err := catalog.Open(filepath.Join(m.cfg.StateDir, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.Register(ctx, "n3", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.AddSource(ctx, catalog.Source{Name: "t", Kind: "empty"}); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now().UTC()
+	if _, err := other.InsertBranch(ctx, catalog.Branch{Source: "t", Name: "gone", SeedID: 1, State: catalog.Stopped, CreatedAt: t0, StateAt: t0}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Destroy(ctx, "", "gone", OpOptions{}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("destroy of a name in two sources, without one: %v, want ErrInvalid", err)
+	}
+	if all, err := m.cat.Branches(ctx); err != nil || len(all) != 2 {
+		t.Fatalf("rows after the refused destroy: %+v, %v, want both", all, err)
+	}
+	if err := m.Destroy(ctx, "s", "gone", OpOptions{}); err != nil {
+		t.Fatalf("destroy of the lost one, its source named: %v", err)
+	}
+}
