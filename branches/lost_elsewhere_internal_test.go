@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -165,5 +166,24 @@ func TestDestroyLostElsewhereAmbiguous(t *testing.T) {
 	}
 	if err := m.Destroy(ctx, "s", "gone", OpOptions{}); err != nil {
 		t.Fatalf("destroy of the lost one, its source named: %v", err)
+	}
+}
+
+// TestRemoveSourceLostOnce: source rm counts a lost branch of another node,
+// which this node holds since its start, once, among the other nodes'; it
+// said "1 branches on this node and 1 on other nodes" of the one branch.
+func TestRemoveSourceLostOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m, row := lostOfDeadNode(t)
+	seeds, err := m.cat.Seeds(ctx)
+	if err != nil || len(seeds) != 1 {
+		t.Fatalf("seeds: %v %v", seeds, err)
+	}
+	m.sources["s"] = &sourceState{src: catalog.Source{Name: "s", Kind: "empty"}, seed: &seeds[0]}
+	m.branches[key{"s", "gone"}] = &branch{rec: row}
+	err = m.RemoveSource(ctx, "s")
+	if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "0 branches on this node and 1 on other nodes") {
+		t.Fatalf("RemoveSource with another node's lost branch held here: %v", err)
 	}
 }

@@ -390,14 +390,18 @@ func (m *Manager) RemoveSource(ctx context.Context, name string) error {
 }
 
 // sourceBranchesLocked counts the branches of source name here, and returns its
-// pool members apart; ErrNotFound when the source is unknown. m.mu is held.
+// pool members apart; ErrNotFound when the source is unknown. A lost branch of
+// another node, which every node started since holds, is that node's: it is
+// counted among the other nodes' (othersHoldSource), not twice. m.mu is held.
 func (m *Manager) sourceBranchesLocked(name string) (n int, pooled []key, err error) {
 	if m.sources[name] == nil {
 		return 0, nil, fmt.Errorf("source %q: %w", name, ErrNotFound)
 	}
+	me, _, _ := m.cat.Registration()
 	for k, b := range m.branches {
 		switch {
 		case k.source != name:
+		case b.rec.State == catalog.Lost && b.rec.NodeID != me:
 		case b.rec.Pooled:
 			pooled = append(pooled, k)
 		default:
