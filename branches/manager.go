@@ -122,6 +122,7 @@ type Manager struct {
 	roomFreed  chan struct{} // closed when a session ends or an operation finishes (room.go)
 	branches   map[key]*branch
 	sources    map[string]*sourceState
+	removing   map[string]bool               // sources RemoveSource is taking away, which syncSources leaves out
 	running    *simplelru.LRU[key, struct{}] // running branches, least recently used first
 	ownedTotal int64                         // as of the last reaper pass
 	forks      forkState                     // fork_stopped.go

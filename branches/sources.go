@@ -370,22 +370,31 @@ func (m *Manager) RemoveSource(ctx context.Context, name string) error {
 	s := m.sources[name]
 	if err == nil {
 		delete(m.sources, name)
+		// Until its catalog rows are gone, a read of the catalog's sources (a
+		// listing, a reaper pass) would bring it back, and a refill with it.
+		if m.removing == nil {
+			m.removing = map[string]bool{}
+		}
+		m.removing[name] = true
 	}
 	m.mu.Unlock()
 	if err != nil {
 		return err
 	}
 	// Gone from the catalog already (another node removed it): done here too.
-	if err := m.dropSource(ctx, name, pooled); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+	err = m.dropSource(ctx, name, pooled)
+	m.mu.Lock()
+	delete(m.removing, name)
+	if err != nil && !errors.Is(err, catalog.ErrNotFound) {
 		// Still the catalog's: it stays this server's too (the refill rebuilds
 		// its pool).
-		m.mu.Lock()
 		if m.sources[name] == nil {
 			m.sources[name] = s
 		}
 		m.mu.Unlock()
 		return err
 	}
+	m.mu.Unlock()
 	return os.RemoveAll(filepath.Join(m.cfg.StateDir, "seeds", name))
 }
 

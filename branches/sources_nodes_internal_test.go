@@ -193,3 +193,52 @@ func TestSourcesListsOtherNodesSources(t *testing.T) {
 		t.Fatalf("Sources() = %v, want crm, added by another node", names)
 	}
 }
+
+// TestRemoveSourceNotBroughtBack: on a node of several, a listing (which reads
+// the catalog's sources) while source rm destroys the source's pool members
+// does not bring the source back: it stayed this node's, with a refill to make
+// pool members of it, after source rm had succeeded.
+func TestRemoveSourceNotBroughtBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := newUnitManager(t, "unmount=sleep(300ms)")
+	m.cfg.Join = true
+	if _, err := m.cat.Register(ctx, "n1", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.syncSources(ctx); err != nil || m.sources["s"] == nil {
+		t.Fatalf("sync: %v, sources %v", err, m.sources)
+	}
+	t0 := time.Now().UTC()
+	rec := catalog.Branch{Source: "s", Name: "pool-1", SeedID: 1, State: catalog.Stopped, Pooled: true, CreatedAt: t0, StateAt: t0}
+	id, err := m.cat.InsertBranch(ctx, rec, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.ID = id
+	rec.NodeID, rec.NodeEpoch, _ = m.cat.Registration()
+	m.branches[key{"s", "pool-1"}] = &branch{rec: rec}
+	done := make(chan error, 1)
+	go func() { done <- m.RemoveSource(ctx, "s") }()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		m.mu.Lock()
+		gone := m.sources["s"] == nil
+		m.mu.Unlock()
+		if gone {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("RemoveSource did not take the source away")
+		}
+	}
+	m.Sources() // while the pool member's destroy sleeps
+	if err := <-done; err != nil {
+		t.Fatalf("RemoveSource: %v", err)
+	}
+	m.mu.Lock()
+	back := m.sources["s"] != nil
+	m.mu.Unlock()
+	if back {
+		t.Fatal("source s is this node's again after source rm succeeded")
+	}
+}

@@ -16,7 +16,7 @@ import (
 // syncSources takes, from the catalog, the sources this node does not know, the
 // newer ready seeds and the warm settings of those it does, and drops the sources
 // the catalog no longer has (removed on another node, which refuses while any
-// node has branches of them).
+// node has branches of them). A source this node is removing stays out.
 func (m *Manager) syncSources(ctx context.Context) error {
 	srcs, err := m.cat.Sources(ctx)
 	if err != nil {
@@ -33,7 +33,7 @@ func (m *Manager) syncSources(ctx context.Context) error {
 	for _, s := range srcs {
 		known[s.Name] = true
 		sd, ok := newest[s.Name]
-		if !ok {
+		if !ok || m.removing[s.Name] {
 			continue
 		}
 		st := m.sources[s.Name]
