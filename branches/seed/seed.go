@@ -176,6 +176,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("read roles: %w", err)
 	}
+	logDir := srv.logDirectory(ctx, superuser)
 	progress("clean shutdown")
 	if err := srv.stop(); err != nil {
 		return Result{}, err
@@ -185,6 +186,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 		return Result{}, err
 	}
 	cleanRuntimeFiles(req.Dir)
+	removeLogs(req.Dir, logDir)
 	return Result{PGVersion: version, Databases: dbs, Superuser: superuser, Roles: rs, Snapshot: snap}, nil
 }
 

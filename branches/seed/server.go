@@ -72,6 +72,10 @@ func startServer(ctx context.Context, rt Runtime, work, dataDir, version, image 
 	// last segment all zeros, ready to become a hole.
 	settings["wal_recycle"] = "off"
 	settings["shared_preload_libraries"] = ""
+	// Its log goes to seed.log, outside the data directory, whatever the
+	// configuration a copied data directory brought says: branches inherit that
+	// directory, and a log quotes the statements (a mask's among them).
+	settings["logging_collector"] = "off"
 	inst, err := rt.Start(ctx, runtime.Spec{
 		Name:      "pgbranch-seed",
 		Version:   version,

@@ -1,0 +1,47 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestMaskOriginLogs: a data directory copied from another server (--from-datadir,
+// --from-url) carries that server's log files when its logging collector wrote them
+// inside it, and those quote rows: statements, and the DETAIL of a failed
+// constraint. A masked seed keeps none of them, nor does the settle's own server
+// write its log there, whatever the copied configuration says.
+func TestMaskOriginLogs(t *testing.T) {
+	s := startServer(t, newStateDir(t))
+	dir, pgdata := scratchCluster(t)
+	// The origin logs every statement into pglogs/ inside its data directory; the
+	// settings are in postgresql.auto.conf, so the copy says so too.
+	auto := "logging_collector = on\nlog_directory = 'pglogs'\nlog_statement = 'all'\n"
+	if err := os.WriteFile(filepath.Join(pgdata, "postgresql.auto.conf"), []byte(auto), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cred := postgresCred(t)
+	if err := os.Chown(filepath.Join(pgdata, "postgresql.auto.conf"), int(cred.Uid), int(cred.Gid)); err != nil {
+		t.Fatal(err)
+	}
+	runAsPostgres(t, "pg_ctl", "-D", pgdata, "-l", filepath.Join(dir, "log"), "-w", "-o",
+		"-c listen_addresses= -c unix_socket_directories="+dir, "start")
+	runAsPostgres(t, "psql", "-X", "-h", dir, "-U", "postgres", "-d", "postgres", "-v", "ON_ERROR_STOP=1",
+		"-c", "CREATE DATABASE crm", "-c", `\c crm`, "-c", maskSeedSQL)
+	runAsPostgres(t, "pg_ctl", "-D", pgdata, "-m", "fast", "-w", "stop")
+	if found := filesHolding(t, filepath.Join(pgdata, "pglogs"), planted); len(found) == 0 {
+		t.Fatal("control: the origin's log does not hold the planted value, so the search cannot find it")
+	}
+
+	maskFile := filepath.Join(dir, "mask.sql")
+	os.WriteFile(maskFile, []byte(maskSQL), 0o644)
+	s.mustCLI("source", "add", "masked", "--from-datadir", pgdata, "--database", "crm", "--mask", maskFile)
+	if found := filesHolding(t, filepath.Join(s.state, "seeds", "masked", "g1"), planted); len(found) > 0 {
+		t.Errorf("masked seed still holds the original value in %v", found)
+	}
+	out, err := s.psql(t, "crm@m1", "SELECT count(*) FROM pg_ls_dir('pglogs', true, false)")
+	if err != nil || strings.TrimSpace(out) != "0" {
+		t.Errorf("the branch sees log files in pglogs: %q %v", out, err)
+	}
+}
