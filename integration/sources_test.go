@@ -136,7 +136,7 @@ func TestSourceKinds(t *testing.T) {
 		bad := filepath.Join(filepath.Dir(s.state), "bad.sql")
 		os.WriteFile(bad, []byte("CREATE TABLE ok (x int);\nSELECT no_such_function();\n"), 0o644)
 		out, err := s.cli("source", "add", "broken", "--from-sql", bad)
-		if err == nil || !strings.Contains(out, "no_such_function") {
+		if err == nil || !strings.Contains(out, "bad.sql:2: ERROR:  function no_such_function() does not exist") || strings.Contains(out, "<stdin>") {
 			t.Fatalf("failing SQL file: %v\n%s", err, out)
 		}
 		if _, err := s.cli("source", "add", "Bad Name", "--empty"); err == nil {

@@ -32,7 +32,7 @@ func (b *Builder) mask(ctx context.Context, srv *server, version, superuser stri
 		// audit log or the server's.
 		"-X", "-q", "-v", "ON_ERROR_STOP=1", "-v", "VERBOSITY=terse", "-v", "SHOW_CONTEXT=never",
 		"-h", srv.sockDir, "-U", superuser, "-d", req.Database, "-f", "-"); err != nil {
-		return &maskError{msg: "mask SQL: " + strings.ReplaceAll(err.Error(), "psql:<stdin>:", "line "), err: err}
+		return fileError(err, "mask SQL: ", "line ")
 	}
 	dbs, err := srv.databases(ctx, superuser)
 	if err != nil {
@@ -64,13 +64,3 @@ func (s *server) databases(ctx context.Context, superuser string) ([]string, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
-
-// maskError is a failed mask SQL, its psql error naming the mask's line rather
-// than psql's standard input.
-type maskError struct {
-	msg string
-	err error
-}
-
-func (e *maskError) Error() string { return e.msg }
-func (e *maskError) Unwrap() error { return e.err }

@@ -260,8 +260,14 @@ func (b *Builder) loadSQL(ctx context.Context, srv *server, version, superuser s
 	}
 	progress("loading " + filepath.Base(req.SQLFile) + " into " + req.Database)
 	req.Version = version
-	return b.run(ctx, req, runtime.Job{Prog: "psql", Stdin: f, Paths: []string{srv.sockDir}}, func(string) {},
-		"-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", srv.sockDir, "-U", superuser, "-d", req.Database, "-f", "-")
+	// The file goes in on standard input; its errors name it (crm.sql:28: ERROR:
+	// ...), and its queries' results (a plain pg_dump's set_config) stay out of them.
+	err = b.run(ctx, req, runtime.Job{Prog: "psql", Stdin: f, Paths: []string{srv.sockDir}}, func(string) {},
+		"-X", "-q", "-o", "/dev/null", "-v", "ON_ERROR_STOP=1", "-h", srv.sockDir, "-U", superuser, "-d", req.Database, "-f", "-")
+	if err != nil {
+		return fileError(err, "", filepath.Base(req.SQLFile)+":")
+	}
+	return nil
 }
 
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
