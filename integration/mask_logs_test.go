@@ -44,4 +44,11 @@ func TestMaskOriginLogs(t *testing.T) {
 	if err != nil || strings.TrimSpace(out) != "0" {
 		t.Errorf("the branch sees log files in pglogs: %q %v", out, err)
 	}
+
+	// Without --database the mask runs in the source's name, which the copy does
+	// not have: the error says so and lists what it has.
+	out, errOut, code := s.cliCode("source", "add", "nodb", "--from-datadir", pgdata, "--mask", maskFile)
+	if code != 1 || !strings.Contains(errOut, `database "nodb" does not exist: the mask runs in --database (one of crm, postgres, template1)`) {
+		t.Errorf("mask in a missing database: exit %d:\n%s%s", code, out, errOut)
+	}
 }

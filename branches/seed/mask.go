@@ -3,6 +3,7 @@ package seed
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,6 +25,14 @@ import (
 // masking's own updates logged) is all before settle's CHECKPOINT and WAL switch, and
 // trimWAL removes every segment before the one holding the shutdown checkpoint.
 func (b *Builder) mask(ctx context.Context, srv *server, version, superuser string, req Request, progress func(string)) error {
+	before, err := srv.databases(ctx, superuser)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(before, req.Database) {
+		return fmt.Errorf("mask SQL: database %q does not exist: the mask runs in --database (one of %s)",
+			req.Database, strings.Join(before, ", "))
+	}
 	progress("masking: running the mask SQL in " + req.Database)
 	req.Version = version
 	if err := b.run(ctx, req, runtime.Job{Prog: "psql", Stdin: strings.NewReader(req.Mask), Paths: []string{srv.sockDir}}, func(string) {},
@@ -34,6 +43,7 @@ func (b *Builder) mask(ctx context.Context, srv *server, version, superuser stri
 		"-h", srv.sockDir, "-U", superuser, "-d", req.Database, "-f", "-"); err != nil {
 		return fileError(err, "mask SQL: ", "line ")
 	}
+	// Read again: the mask may have made or dropped databases.
 	dbs, err := srv.databases(ctx, superuser)
 	if err != nil {
 		return err
