@@ -55,6 +55,9 @@ func (m *Manager) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := m.repairSeedIDs(ctx, branches); err != nil {
+		return err
+	}
 	known := map[string]bool{}
 	for _, rec := range branches {
 		if !m.reconciles(rec) {

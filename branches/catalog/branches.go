@@ -171,9 +171,11 @@ func (c *Catalog) UpdateBranch(ctx context.Context, b Branch, reason string) (er
 		if err != nil {
 			return noRows(err, fmt.Sprintf("branch %q", b.Name))
 		}
-		_, err = tx.exec(ctx, `UPDATE branches SET parent = ?, layers = ?, state = ?, cow_mode = ?, pid = ?,
+		// seed_id too: a branch made from another takes its parent's seed
+		// generation (fork.go's adopt), which need not be the source's newest.
+		_, err = tx.exec(ctx, `UPDATE branches SET seed_id = ?, parent = ?, layers = ?, state = ?, cow_mode = ?, pid = ?,
 			ttl_ns = ?, ephemeral = ?, quota = ?, roles = ?, owned_bytes = ?, create_ms = ?, error = ?, last_used_at = ?, state_at = ?, databases = ? WHERE id = ?`,
-			b.Parent, joinList(b.Layers), b.State, b.CowMode, b.PID, int64(b.TTL), b.Ephemeral, b.Quota, b.Roles, b.OwnedBytes,
+			b.SeedID, b.Parent, joinList(b.Layers), b.State, b.CowMode, b.PID, int64(b.TTL), b.Ephemeral, b.Quota, b.Roles, b.OwnedBytes,
 			b.CreateMS, b.Error, unixNano(b.LastUsedAt), unixNano(b.StateAt), joinList(b.Databases), b.ID)
 		if err != nil || from == b.State {
 			return err

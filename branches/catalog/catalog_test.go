@@ -300,6 +300,7 @@ func TestUpdateBranch(t *testing.T) {
 
 		// Every mutable field changes.
 		u := b
+		u.SeedID = b.SeedID + 1
 		u.Parent = ""
 		u.Layers = []string{"/state/seeds/a/2"}
 		u.State = catalog.Running
