@@ -76,24 +76,28 @@ func (b *Builder) loadDump(ctx context.Context, srv *server, version, superuser 
 	if err != nil {
 		return err
 	}
-	create := "CREATE DATABASE " + quoteIdent(req.Database)
+	script, err := b.archiveSchema(ctx, req, archive)
+	if err != nil {
+		return err
+	}
+	var owner string
 	args := []string{"-h", srv.sockDir, "-U", superuser, "-d", req.Database, "--verbose", "--exit-on-error", "--no-password"}
 	if req.KeepOwners {
-		owners, dbOwner, err := b.dumpOwners(ctx, req, archive)
+		owners, dbOwner, err := scriptRoles(script)
 		if err != nil {
-			return err
+			return fmt.Errorf("read the archive's roles: %w", err)
 		}
 		if err := srv.ensureRoles(ctx, superuser, owners); err != nil {
 			return err
 		}
 		if dbOwner != "" {
-			create += " OWNER " + quoteIdent(dbOwner) // the archive's database, as it was owned
+			owner = " OWNER " + quoteIdent(dbOwner) // the archive's database, as it was owned
 		}
 	} else {
 		args = append(args, "--no-owner", "--no-privileges")
 	}
-	if err := srv.exec(ctx, superuser, "postgres", create); err != nil {
-		return fmt.Errorf("create database %q: %w", req.Database, err)
+	if err := srv.createDatabase(ctx, superuser, req.Database, owner, script, progress); err != nil {
+		return err
 	}
 	jobs := req.Jobs
 	if jobs < 1 {
@@ -179,21 +183,42 @@ func readableBy(path string, uid, gid int) bool {
 	return true
 }
 
-// dumpOwners lists the roles the archive names (owners, grantees, policies
-// roles), and the owner of the database it was dumped from, read from its schema as
-// pg_restore -s -C writes it (-C adds the database's own statements).
-func (b *Builder) dumpOwners(ctx context.Context, req Request, archive string) ([]string, string, error) {
+// archiveSchema is the archive's schema as pg_restore -s -C writes it: -C adds
+// the database's own statements (its CREATE DATABASE, owner and settings).
+func (b *Builder) archiveSchema(ctx context.Context, req Request, archive string) ([]byte, error) {
 	var out, stderr bytes.Buffer
 	err := b.rt.Run(ctx, runtime.Job{Version: req.Version, Image: req.Image, Prog: "pg_restore",
 		Args: []string{"-s", "-C", "-f", "-", archive}, Stdout: &out, Stderr: &stderr, Paths: []string{archive}})
 	if err != nil {
-		return nil, "", fmt.Errorf("pg_restore -s: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+		return nil, fmt.Errorf("pg_restore -s: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
 	}
-	roles, dbOwner, err := scriptRoles(out.Bytes())
+	return out.Bytes(), nil
+}
+
+// createDatabase creates the database the archive is restored into, with the
+// encoding and locale the archive's database had (ICU or libc collation, ctype),
+// so that text sorts and compares in branches as it did where it was dumped. When
+// this server cannot create it so (a libc locale this host lacks), it says so in
+// progress and creates it with the cluster's defaults.
+func (s *server) createDatabase(ctx context.Context, superuser, name, owner string, script []byte, progress func(string)) error {
+	create := "CREATE DATABASE " + quoteIdent(name)
+	locale, err := databaseLocale(script)
 	if err != nil {
-		return nil, "", fmt.Errorf("read the archive's roles: %w", err)
+		return fmt.Errorf("read the archive's database: %w", err)
 	}
-	return roles, dbOwner, nil
+	if locale != "" {
+		err := s.exec(ctx, superuser, "postgres", create+" WITH "+locale+owner)
+		if err == nil {
+			return nil
+		}
+		progress(fmt.Sprintf("warning: the archive's database cannot be created here as it was (%s: %v); "+
+			"restoring into one with the cluster's encoding and locale, C.UTF-8, so text may sort differently "+
+			"(install the locale, then source refresh)", locale, err))
+	}
+	if err := s.exec(ctx, superuser, "postgres", create+owner); err != nil {
+		return fmt.Errorf("create database %q: %w", name, err)
+	}
+	return nil
 }
 
 // ensureRoles creates each named role that does not exist, as NOLOGIN.
