@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -123,10 +124,19 @@ func (s *server) exec(ctx context.Context, user, db, sql string) error {
 }
 
 // findSuperuser returns the first of the candidate roles that can connect and is a
-// superuser.
+// superuser. A candidate that connects but is not one (a --from-url role with
+// REPLICATION and nothing more) names the cluster's first login superuser, tried
+// next: the bootstrap superuser need not be called postgres (initdb -U admin).
 func (s *server) findSuperuser(ctx context.Context, candidates ...string) (string, error) {
 	var lastErr error
-	for _, role := range append(candidates, Superuser) {
+	queue := slices.Concat(candidates, []string{Superuser})
+	tried := map[string]bool{}
+	for i := 0; i < len(queue); i++ {
+		role := queue[i]
+		if tried[role] {
+			continue
+		}
+		tried[role] = true
 		c, err := s.connect(ctx, role, "postgres")
 		if err != nil {
 			c, err = s.connect(ctx, role, "template1")
@@ -136,10 +146,15 @@ func (s *server) findSuperuser(ctx context.Context, candidates ...string) (strin
 			continue
 		}
 		var super bool
-		err = c.QueryRow(ctx, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user").Scan(&super)
+		var first string
+		err = c.QueryRow(ctx, `SELECT rolsuper, coalesce((SELECT rolname FROM pg_roles WHERE rolsuper AND rolcanlogin
+			ORDER BY oid LIMIT 1), '') FROM pg_roles WHERE rolname = current_user`).Scan(&super, &first)
 		c.Close(context.Background())
 		if err == nil && super {
 			return role, nil
+		}
+		if first != "" {
+			queue = append(queue, first)
 		}
 		lastErr = fmt.Errorf("role %q is not a superuser", role)
 	}
