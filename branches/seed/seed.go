@@ -186,7 +186,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 		return Result{}, err
 	}
 	cleanRuntimeFiles(req.Dir)
-	removeLogs(req.Dir, logDir)
+	removeOriginFiles(req.Dir, logDir)
 	return Result{PGVersion: version, Databases: dbs, Superuser: superuser, Roles: rs, Snapshot: snap}, nil
 }
 

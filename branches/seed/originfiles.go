@@ -28,6 +28,20 @@ func (s *server) logDirectory(ctx context.Context, superuser string) string {
 	return dir
 }
 
+// statementStats is where pg_stat_statements keeps its statistics and query texts
+// across a shutdown. The texts of the statements it does not normalize (CALL, DO,
+// other utility statements) hold their literals, values a mask changed among them;
+// the seed's server does not load the library, so it is the origin's file.
+const statementStats = "pg_stat/pg_stat_statements.stat"
+
+// removeOriginFiles removes from the data directory dir what another server wrote
+// into it that quotes statements and rows, and is no part of the database: its
+// logs (removeLogs) and pg_stat_statements' saved texts.
+func removeOriginFiles(dir, logDir string) {
+	removeLogs(dir, logDir)
+	os.Remove(filepath.Join(dir, statementStats))
+}
+
 // removeLogs removes from the data directory dir the server log files another
 // server wrote into it (a data directory copied with --from-datadir or
 // pg_basebackup carries its origin's logs), which quote statements and rows: they

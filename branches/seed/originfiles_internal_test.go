@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestRemoveLogs(t *testing.T) {
+func TestRemoveOriginFiles(t *testing.T) {
 	dir, outside := t.TempDir(), t.TempDir()
 	write := func(p string) {
 		t.Helper()
@@ -17,8 +17,8 @@ func TestRemoveLogs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	gone := []string{"log/postgresql-1.log", "pg_log/postgresql-0.log", "pglogs/a.log", "custom/b/c.csv", "current_logfiles"}
-	kept := []string{"PG_VERSION", "base/1/1259", "postgresql.auto.conf"}
+	gone := []string{"log/postgresql-1.log", "pg_log/postgresql-0.log", "pglogs/a.log", "custom/b/c.csv", "current_logfiles", "pg_stat/pg_stat_statements.stat"}
+	kept := []string{"PG_VERSION", "base/1/1259", "postgresql.auto.conf", "pg_stat/pgstat.stat"}
 	for _, p := range append(gone, kept...) {
 		write(filepath.Join(dir, p))
 	}
@@ -28,7 +28,7 @@ func TestRemoveLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	removeLogs(dir, "pglogs")
+	removeOriginFiles(dir, "pglogs")
 	removeLogs(dir, "linked")
 	removeLogs(dir, ".")
 	removeLogs(dir, "../"+filepath.Base(outside))
