@@ -147,6 +147,9 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 	} else {
 		superuser = su
 	}
+	if err := srv.dropSlots(ctx, superuser, progress); err != nil {
+		return Result{}, err
+	}
 	if req.Kind == KindSQL {
 		if err := b.loadSQL(ctx, srv, version, superuser, req, progress); err != nil {
 			return Result{}, err
