@@ -137,7 +137,11 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	srv, err := startServer(ctx, b.rt, work, req.Dir, version, req.Image)
+	control, err := b.controlData(ctx, req.Dir, version, req.Image)
+	if err != nil {
+		return Result{}, err
+	}
+	srv, err := startServer(ctx, b.rt, work, req.Dir, version, req.Image, preparedSettings(control))
 	if err != nil {
 		return Result{}, err
 	}
@@ -148,6 +152,9 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 		superuser = su
 	}
 	if err := srv.dropSlots(ctx, superuser, progress); err != nil {
+		return Result{}, err
+	}
+	if err := srv.rollbackPrepared(ctx, superuser, progress); err != nil {
 		return Result{}, err
 	}
 	if req.Kind == KindSQL {

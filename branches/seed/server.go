@@ -3,6 +3,7 @@ package seed
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -55,7 +56,7 @@ func WriteTrustHBA(dir string) (hba, ident string, err error) {
 	return hba, ident, nil
 }
 
-func startServer(ctx context.Context, rt Runtime, work, dataDir, version, image string) (*server, error) {
+func startServer(ctx context.Context, rt Runtime, work, dataDir, version, image string, extra map[string]string) (*server, error) {
 	u := rt.User()
 	sockDir := filepath.Join(work, "run")
 	if err := os.MkdirAll(sockDir, 0o700); err != nil {
@@ -77,6 +78,7 @@ func startServer(ctx context.Context, rt Runtime, work, dataDir, version, image 
 	// configuration a copied data directory brought says: branches inherit that
 	// directory, and a log quotes the statements (a mask's among them).
 	settings["logging_collector"] = "off"
+	maps.Copy(settings, extra)
 	inst, err := rt.Start(ctx, runtime.Spec{
 		Name:      "pgbranch-seed",
 		Version:   version,

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,12 +29,10 @@ func IsWALSegment(name string) bool { return walSegmentName.MatchString(name) }
 // stale bytes of a recycled segment (a copied data directory), and recovery stops at
 // either, so a hole there changes nothing Postgres reads as WAL.
 func (b *Builder) trimWAL(ctx context.Context, dir, version, image string) error {
-	var out bytes.Buffer
-	if err := b.rt.Run(ctx, runtime.Job{Version: version, Image: image, Prog: "pg_controldata", Args: []string{"-D", dir},
-		Stdout: &out, Stderr: io.Discard, Paths: []string{dir}}); err != nil {
+	fields, err := b.controlData(ctx, dir, version, image)
+	if err != nil {
 		return err
 	}
-	fields := controlFields(out.Bytes())
 	if st := fields["Database cluster state"]; st != "shut down" {
 		return fmt.Errorf("%w (state %q)", errNotShutDown, st)
 	}
