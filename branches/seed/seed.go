@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -114,20 +113,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 			superuser = su
 		}
 	case KindDataDir:
-		if _, err := os.Stat(filepath.Join(req.DataDir, "postmaster.pid")); err == nil {
-			return Result{}, fmt.Errorf("%s has a postmaster.pid: stop that server first (or use --from-url)", req.DataDir)
-		}
-		if _, err := runtime.DataDirVersion(req.DataDir); err != nil {
-			return Result{}, err
-		}
-		progress("copying " + req.DataDir)
-		if out, err := exec.CommandContext(ctx, "cp", "-a", "--reflink=auto", req.DataDir+"/.", req.Dir).CombinedOutput(); err != nil {
-			return Result{}, fmt.Errorf("copy data directory: %v: %s", err, strings.TrimSpace(string(out)))
-		}
-		if out, err := exec.CommandContext(ctx, "chown", "-R", fmt.Sprintf("%d:%d", u.UID, u.GID), req.Dir).CombinedOutput(); err != nil {
-			return Result{}, fmt.Errorf("chown data directory: %v: %s", err, strings.TrimSpace(string(out)))
-		}
-		if err := os.Chmod(req.Dir, 0o700); err != nil {
+		if err := copyDataDir(ctx, req, u, progress); err != nil {
 			return Result{}, err
 		}
 	default:
