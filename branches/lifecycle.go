@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -380,6 +381,7 @@ func (m *Manager) startServerWith(ctx context.Context, b *branch, ready serverRe
 	// Recycled WAL segments count against a branch's quota: keep fewer than the
 	// default 80MB worth. --pg-setting can say otherwise.
 	settings["min_wal_size"] = "32MB"
+	maps.Copy(settings, seed.InPlaceSettings(l.data))
 	for k, v := range m.cfg.Settings {
 		settings[k] = v
 	}

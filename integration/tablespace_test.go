@@ -11,7 +11,8 @@ import (
 // TestFromDatadirTablespace: a stopped cluster's tablespace (pg_tblspc/OID, a link
 // to a directory of the cluster's) is copied into the seed. Its files stay the
 // cluster's: neither the seed's settling nor a branch's writes touch them, and one
-// branch's writes are not another's.
+// branch's writes are not another's. Copies of a branch that recover from a
+// backup label (a fork of a branch in use, a source from a branch) start on them.
 func TestFromDatadirTablespace(t *testing.T) {
 	s := startServer(t, newStateDir(t))
 	dir, pgdata := scratchCluster(t)
@@ -37,6 +38,20 @@ func TestFromDatadirTablespace(t *testing.T) {
 	}
 	if got, err := s.psql(t, "app@b2", "SELECT count(*) FROM t"); err != nil || got != "1000" {
 		t.Errorf("b2 sees %q (%v), want the seed's 1000 rows", got, err)
+	}
+	// Copies that recover from a backup label: a branch of b1 while a session
+	// holds it, and a source from it.
+	c := s.connect(t, "app@b1")
+	s.mustCLI("branch", "create", "kid", "--from", "b1")
+	c.Close(t.Context())
+	if got, err := s.psql(t, "app@kid", "SELECT count(*) FROM t"); err != nil || got != "6000" {
+		t.Errorf("kid sees %q (%v), want b1's 6000 rows", got, err)
+	}
+	s.mustCLI("source", "add", "fromb1", "--from-branch", "copy/b1")
+	c = s.connect(t, "app@f1", "options=-cpgbranch.source=fromb1")
+	var n int
+	if err := c.QueryRow(t.Context(), "SELECT count(*) FROM t").Scan(&n); err != nil || n != 6000 {
+		t.Errorf("a branch of the source from b1 sees %d rows (%v), want 6000", n, err)
 	}
 	if after := treeBytes(t, ts); !bytes.Equal(before, after) {
 		t.Errorf("the cluster's tablespace changed: %d bytes before, %d after", len(before), len(after))

@@ -75,3 +75,17 @@ func copyTree(ctx context.Context, src, dst string) error {
 	}
 	return nil
 }
+
+// InPlaceSettings is what a server on dataDir needs when the directory holds
+// in-place tablespaces (a --from-datadir cluster's, copied in): recovery from a
+// backup label (a branch of a running branch, a --from-branch copy) refuses their
+// directories in pg_tblspc unless they are allowed.
+func InPlaceSettings(dataDir string) map[string]string {
+	entries, _ := os.ReadDir(filepath.Join(dataDir, "pg_tblspc"))
+	for _, e := range entries {
+		if e.IsDir() {
+			return map[string]string{"allow_in_place_tablespaces": "on"}
+		}
+	}
+	return nil
+}

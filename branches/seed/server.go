@@ -78,6 +78,7 @@ func startServer(ctx context.Context, rt Runtime, work, dataDir, version, image 
 	// configuration a copied data directory brought says: branches inherit that
 	// directory, and a log quotes the statements (a mask's among them).
 	settings["logging_collector"] = "off"
+	maps.Copy(settings, InPlaceSettings(dataDir))
 	maps.Copy(settings, extra)
 	inst, err := rt.Start(ctx, runtime.Spec{
 		Name:      "pgbranch-seed",
