@@ -439,11 +439,16 @@ func (s *Server) serverSession(ctx context.Context, lease Lease, params map[stri
 // in question: for max_connections (and the slots reserved for superusers) any;
 // for a role's connection limit ("too many connections for role …") those of
 // that user; for a database's, those on that database. A message in another
-// language is taken for max_connections.
+// language is taken for max_connections. A postmaster that could not fork a
+// backend (a container's pids limit) wants processes, which any parked session's
+// backend holds.
 func tooManyConnections(err error) (bool, func(key string) bool) {
 	var be *backendError
-	if !errors.As(err, &be) || be.code != codeTooMany {
+	if !errors.As(err, &be) || be.code != codeTooMany && !be.noFork {
 		return false, nil
+	}
+	if be.noFork {
+		return true, nil
 	}
 	for _, lim := range []struct{ prefix, param string }{
 		{`too many connections for role "`, "user"}, {`too many connections for database "`, "database"},

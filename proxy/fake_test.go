@@ -37,7 +37,12 @@ const (
 	scriptPassword      = "password"        // asks for a cleartext password
 	scriptNotNow        = "not-now"         // ErrorResponse 57P03 instead of AuthenticationOk
 	scriptAppName       = "app-name"        // as scriptOK, and application_name is taken and reported as Postgres does (pgAppName)
+	scriptForkFailed    = "fork-failed"     // the postmaster's old-style error when it cannot fork a backend (forkFailure)
 )
+
+// forkFailure is what a postmaster writes, in the pre-3.0 format, to a connection
+// it could not fork a backend for (report_fork_failure_to_client).
+const forkFailure = "could not fork new process for connection: Resource temporarily unavailable"
 
 // queryBig is a query the fake server answers with one row of bigValue bytes.
 const (
@@ -59,6 +64,7 @@ type fakeServer struct {
 	// refuses more with 53300, as Postgres does past max_connections.
 	maxSessions int32
 	tooMany     string       // the refusal's message; "" for max_connections'
+	forkFails   bool         // refuse past maxSessions as a postmaster that cannot fork (forkFailure)
 	live        atomic.Int32 // sessions started and not ended
 
 	mu     sync.Mutex
@@ -149,6 +155,10 @@ func (s *fakeServer) serve(c net.Conn) {
 	}
 	if s.live.Add(1) > s.maxSessions && s.maxSessions > 0 {
 		s.live.Add(-1)
+		if s.forkFails {
+			c.Write([]byte("E" + forkFailure + "\n\x00"))
+			return
+		}
 		be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "53300",
 			Message: cmp.Or(s.tooMany, "sorry, too many clients already")})
 		be.Flush()
@@ -168,6 +178,9 @@ func (s *fakeServer) serve(c net.Conn) {
 		be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "28P01",
 			Message: `password authentication failed for user "u"`})
 		be.Flush()
+		return
+	case scriptForkFailed:
+		c.Write([]byte("E" + forkFailure + "\n\x00"))
 		return
 	case scriptNotNow:
 		be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "57P03",

@@ -230,6 +230,23 @@ func TestBranchServerErrorPassesThrough(t *testing.T) {
 	}
 }
 
+// TestBranchServerForkFailure: a branch server at its process limit answers a new
+// session with the postmaster's old-style error; the client gets its text as a
+// protocol 3 error, 53000 with a hint, rather than a server "not accepting
+// connections" for a reply the proxy could not parse.
+func TestBranchServerForkFailure(t *testing.T) {
+	t.Parallel()
+	p, fb, fs := setup(t, defaultConfig(), scriptForkFailed, nil)
+	_, err := p.connect(t, "dbname=app@feat")
+	pe := pgError(t, err)
+	if pe.Code != "53000" || pe.Severity != "FATAL" || pe.Message != forkFailure || pe.Hint == "" {
+		t.Errorf("error = %s %s %q (hint %q), want FATAL 53000 %q with a hint", pe.Severity, pe.Code, pe.Message, pe.Hint, forkFailure)
+	}
+	recv(t, fs.startups, "startup at the branch server")
+	noneYet(t, fs.startups, "a second startup at the branch server")
+	fb.lease(t, 0).waitReleased(t)
+}
+
 // TestBranchServerAsksForPassword: the proxy has authenticated the client; a branch
 // server that asks again is an internal error, and the client is not asked.
 func TestBranchServerAsksForPassword(t *testing.T) {

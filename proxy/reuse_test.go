@@ -229,6 +229,31 @@ func TestParkedSessionsGiveWayToClients(t *testing.T) {
 	})
 }
 
+// TestParkedSessionsGiveWayAtProcessLimit: a branch server that cannot fork a
+// backend for a new session (a container's pids limit) has parked sessions, whose
+// backends hold processes no client uses, closed until it takes the session; a
+// client is refused, with 53000, only when the processes are its clients'.
+func TestParkedSessionsGiveWayAtProcessLimit(t *testing.T) {
+	p, fb, fs := setup(t, reuseConfig(false), scriptOK, nil)
+	fs.maxSessions = 1
+	fs.forkFails = true
+	conn := p.mustConnect(t, "dbname=app@feat options='-c work_mem=1MB'")
+	query(t, conn)
+	closeConn(t, conn)
+	fb.waitParks(t, 1)
+
+	first := p.mustConnect(t, "dbname=app@feat")
+	query(t, first)
+	if n := fb.parked(); n != 0 {
+		t.Errorf("%d server sessions parked, want none: the parked one closed to make room", n)
+	}
+	_, err := p.connect(t, "dbname=app@feat")
+	if pe := pgError(t, err); pe.Code != "53000" || pe.Message != forkFailure {
+		t.Errorf("second client got %s %q, want 53000 %q", pe.Code, pe.Message, forkFailure)
+	}
+	closeConn(t, first)
+}
+
 // TestRoleLimitFreesItsOwn: a refusal for a role's connection limit is for want
 // of that role's slots: the proxy ends parked sessions of that user (under other
 // startup parameters), not those of other users, and the client gets in.

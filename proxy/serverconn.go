@@ -143,9 +143,10 @@ const warmTimeout = 10 * time.Second
 // backendError is an ErrorResponse a branch server sent instead of starting the
 // session. The client gets it as it was sent.
 type backendError struct {
-	msg  []byte // the whole ErrorResponse message
-	code string
-	text string
+	msg    []byte // the whole ErrorResponse message
+	code   string
+	text   string
+	noFork bool // the postmaster could not fork a backend (readForkFailure)
 }
 
 func (e *backendError) Error() string {
@@ -183,6 +184,9 @@ func startSession(conn net.Conn, params map[string]string) (*serverConn, error) 
 	}
 	sc := &serverConn{Conn: conn, fd: -1, key: startupKey(params), started: time.Now(), keep: params[OptKeepConn] != ""}
 	br := bufio.NewReaderSize(conn, 4096)
+	if be := readForkFailure(br); be != nil {
+		return nil, be
+	}
 	for {
 		typ, msg, err := readMessage(br, maxBackendStartupMessage)
 		if err != nil {
