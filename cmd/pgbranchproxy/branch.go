@@ -46,11 +46,7 @@ func newBranchLs(g *globalFlags) *cobra.Command {
 			if err := writeBranchTable(os.Stdout, out, usage); err != nil {
 				return err
 			}
-			for _, b := range out {
-				if b.State == "lost" || b.State == "fenced" {
-					fmt.Fprintf(os.Stderr, "%s/%s is %s: %s\n", b.Source, b.Name, b.State, b.Error)
-				}
-			}
+			writeBranchErrors(os.Stderr, out)
 			return nil
 		},
 	}
@@ -58,6 +54,22 @@ func newBranchLs(g *globalFlags) *cobra.Command {
 	cmd.Flags().BoolVar(&usage, "usage", false, "show the MiB each branch owns")
 	cmd.Flags().BoolVar(&all, "all", false, "list warm pool members too (state pooled)")
 	return cmd
+}
+
+// writeBranchErrors says, under branch ls's table, why a branch is lost or fenced,
+// and why the last start of a stopped one failed (a missing image, a limit the
+// Engine refused): what a client refused with "the branch's server did not start"
+// is told to look for here.
+func writeBranchErrors(w io.Writer, out []branches.Info) {
+	for _, b := range out {
+		switch {
+		case b.Error == "":
+		case b.State == "lost" || b.State == "fenced":
+			fmt.Fprintf(w, "%s/%s is %s: %s\n", b.Source, b.Name, b.State, b.Error)
+		default:
+			fmt.Fprintf(w, "%s/%s: its last start failed: %s\n", b.Source, b.Name, b.Error)
+		}
+	}
 }
 
 // writeBranchTable writes branch ls's table: with usage, each branch's owned

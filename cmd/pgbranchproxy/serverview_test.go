@@ -98,3 +98,21 @@ func TestListingServerColumns(t *testing.T) {
 		t.Errorf("source ls, docker runtime:\n%s\nwant:\n%s", out.String(), strings.Join(want, "\n"))
 	}
 }
+
+// branch ls says below its table why a branch's last start failed, as a client
+// refused with "the branch's server did not start" is told it does, and why a
+// branch is lost or fenced.
+func TestBranchErrorsBelowTable(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	writeBranchErrors(&out, []branches.Info{
+		{Source: "app", Name: "ok", State: "running"},
+		{Source: "app2", Name: "b1", State: "stopped", Error: `create container from h4/pg:15: No such image: h4/pg:15`},
+		{Source: "app", Name: "gone", State: "lost", Error: "its node was declared dead"},
+	})
+	want := "app2/b1: its last start failed: create container from h4/pg:15: No such image: h4/pg:15\n" +
+		"app/gone is lost: its node was declared dead\n"
+	if out.String() != want {
+		t.Errorf("branch ls errors:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
