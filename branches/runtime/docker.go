@@ -96,11 +96,16 @@ func (d *Docker) CheckImage(ctx context.Context, image string) error {
 	image = cmp.Or(image, d.cfg.Image)
 	if _, err := d.cli.ImageInspect(ctx, image); err != nil {
 		if cerrdefs.IsNotFound(err) {
-			return fmt.Errorf("image %q is not on the Docker Engine: build it (make image) or pull it (docker pull %s)", image, image)
+			return imageMissing(image)
 		}
 		return fmt.Errorf("inspect image %q: %w", image, err)
 	}
 	return nil
+}
+
+// imageMissing says what to do about an image the Engine does not have.
+func imageMissing(image string) error {
+	return fmt.Errorf("image %q is not on the Docker Engine: build it (make image) or pull it (docker pull %s)", image, image)
 }
 
 // binDir is where an image laid out like the official postgres images keeps the
@@ -223,6 +228,10 @@ func (d *Docker) create(ctx context.Context, cfg *container.Config, host *contai
 	_, _ = rand.Read(suffix[:])
 	name = cmp.Or(name, "pgbranch") + "-" + hex.EncodeToString(suffix[:])
 	c, err := d.cli.ContainerCreate(ctx, cfg, host, nil, nil, name)
+	if cerrdefs.IsNotFound(err) {
+		// Removed since its source was added: say so as source add would.
+		return "", fmt.Errorf("create container: %w", imageMissing(cfg.Image))
+	}
 	if err != nil {
 		return "", fmt.Errorf("create container from %s: %w", cfg.Image, err)
 	}
