@@ -26,11 +26,12 @@ const (
 	LabelLog      = "pgbranchproxy.log"      // a server's Spec.LogFile
 )
 
-// serverLogConfig keeps the Engine's own copy of a server's output bounded: serve
-// writes the output to the server's log file (which the manager rotates), and the
-// Engine's copy is read only for what a server wrote while no serve followed it
-// (saveStrayLog). The Engine's default json-file log grows without end.
-var serverLogConfig = container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "10m", "max-file": "1"}}
+// engineLogConfig keeps the Engine's own copy of a container's output bounded:
+// serve writes a server's output to its log file (which the manager rotates) and a
+// job's to whoever ran it, and the Engine's copy is read only for what a server
+// wrote while no serve followed it (saveStrayLog). The Engine's default json-file
+// log grows without end, for as long as the container lives.
+var engineLogConfig = container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "10m", "max-file": "1"}}
 
 // DockerConfig configures a Docker runtime.
 type DockerConfig struct {
@@ -152,7 +153,7 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Instance, error) {
 		Binds:       binds,
 		ShmSize:     d.cfg.ShmSize,
 		Resources:   resources(limits),
-		LogConfig:   serverLogConfig,
+		LogConfig:   engineLogConfig,
 	}
 	logf, err := os.OpenFile(spec.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {

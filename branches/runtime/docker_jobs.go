@@ -67,7 +67,7 @@ func (d *Docker) runContainer(ctx context.Context, image string, entrypoint, arg
 		AttachStdout: true, AttachStderr: true,
 		AttachStdin: stdin != nil, OpenStdin: stdin != nil, StdinOnce: stdin != nil,
 	}
-	host := &container.HostConfig{NetworkMode: container.NetworkMode(network), Binds: binds}
+	host := &container.HostConfig{NetworkMode: container.NetworkMode(network), Binds: binds, LogConfig: engineLogConfig}
 	id, err := d.create(ctx, cfg, host, "pgbranch-job")
 	if err != nil {
 		return 0, err

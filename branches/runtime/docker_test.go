@@ -2,12 +2,18 @@ package runtime_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+	docker "github.com/docker/docker/client"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/runtime"
+	"go.uber.org/zap"
 )
 
 // dockerRuntime is the Docker runtime of the conformance tests.
@@ -32,5 +38,43 @@ func TestDockerMissingImage(t *testing.T) {
 		DataDir: filepath.Join(dir, "data"), SocketDir: filepath.Join(dir, "run"), LogFile: filepath.Join(dir, "server.log")})
 	if err == nil || !strings.Contains(err.Error(), d.CheckImage(ctx, image).Error()) {
 		t.Errorf("Start from a missing image: %v, want %q", err, d.CheckImage(ctx, image))
+	}
+}
+
+// TestDockerJobLogCapped: a job's container (initdb, psql -f of a SQL file,
+// pg_restore, pg_dump of a schema) asks the Engine to keep its copy of the output
+// bounded, as a server's does, rather than leave it to the Engine's default
+// json-file log, which grows for as long as the container runs.
+func TestDockerJobLogCapped(t *testing.T) {
+	created := make(chan container.HostConfig, 1)
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/containers/create") {
+			w.Header().Set("Api-Version", "1.41")
+			return // _ping
+		}
+		var body struct{ HostConfig container.HostConfig }
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			t.Error(err)
+		}
+		created <- body.HostConfig
+		http.Error(w, `{"message":"refused by the test"}`, http.StatusInternalServerError)
+	}))
+	defer engine.Close()
+	cli, err := docker.NewClientWithOpts(docker.WithHost("tcp://"+engine.Listener.Addr().String()), docker.WithVersion("1.41"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	d, err := runtime.NewDocker(context.Background(), runtime.DockerConfig{Client: cli, Image: "pg", Instance: "job-log",
+		User: runtime.OSUser{UID: 101, GID: 104}, WorkDir: t.TempDir()}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Run(context.Background(), runtime.Job{Prog: "psql"}); err == nil {
+		t.Fatal("Run succeeded on an Engine that refuses every container")
+	}
+	cfg := (<-created).LogConfig
+	if cfg.Type != "json-file" || cfg.Config["max-size"] == "" {
+		t.Errorf("job container log config %+v, want json-file with a max-size", cfg)
 	}
 }
