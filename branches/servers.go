@@ -23,6 +23,12 @@ type imageChecker interface {
 	DefaultImage() string
 }
 
+// limitChecker is implemented by runtimes that know limits their servers could not
+// start with before one tries (more CPUs than the Docker Engine's host has).
+type limitChecker interface {
+	CheckLimits(ctx context.Context, l runtime.Limits) error
+}
+
 // strayStopper is implemented by runtimes that can find the servers a previous run
 // of this state directory left behind by themselves (containers labelled with it).
 type strayStopper interface {
@@ -170,6 +176,9 @@ func (m *Manager) SetLimits(ctx context.Context, source, name string, l ServerLi
 	if err := checkLimits(deref(l.MemoryBytes), deref(l.CPUs), deref(l.PIDs)); err != nil {
 		return err
 	}
+	if err := m.checkEngineLimits(ctx, deref(l.CPUs)); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	b := m.branches[key{source, name}]
 	var rec catalog.Branch
@@ -189,6 +198,9 @@ func (m *Manager) SetLimits(ctx context.Context, source, name string, l ServerLi
 // error the source is removed again.
 func (m *Manager) addSourceServer(ctx context.Context, source string, s catalog.ServerSettings) error {
 	err := checkLimits(s.MemoryBytes, s.CPUs, s.PIDs)
+	if err == nil {
+		err = m.checkEngineLimits(ctx, s.CPUs)
+	}
 	if err == nil {
 		err = m.checkImage(ctx, s.Image)
 	}
@@ -216,8 +228,7 @@ const (
 
 // checkLimits refuses server limits no server could start with, before they are
 // recorded: a start would fail with them only at the next session. Zero is
-// "not set". (More CPUs than the Engine's host has also fail at start, and say
-// so; that host may not be this one.)
+// "not set". (More CPUs than the Engine's host has are checkEngineLimits'.)
 func checkLimits(memory int64, cpus float64, pids int64) error {
 	switch {
 	case memory < 0 || cpus < 0 || pids < 0:
@@ -226,6 +237,19 @@ func checkLimits(memory int64, cpus float64, pids int64) error {
 		return fmt.Errorf("%w: memory limit of %d bytes: at least 6MB", ErrInvalid, memory)
 	case cpus > 0 && cpus < minCPUs:
 		return fmt.Errorf("%w: %g cpus: at least %g", ErrInvalid, cpus, minCPUs)
+	}
+	return nil
+}
+
+// checkEngineLimits refuses a CPU limit the runtime says no server could start
+// with (more CPUs than the Docker Engine's host, which may not be this one, has).
+func (m *Manager) checkEngineLimits(ctx context.Context, cpus float64) error {
+	c, ok := m.cfg.Runtime.(limitChecker)
+	if !ok || cpus == 0 {
+		return nil
+	}
+	if err := c.CheckLimits(ctx, runtime.Limits{CPUs: cpus}); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return nil
 }

@@ -51,6 +51,31 @@ func TestSetRefusedChangesNothing(t *testing.T) {
 	}
 }
 
+// cpuRuntime is a container runtime on an Engine whose host has two CPUs.
+type cpuRuntime struct{ imageRuntime }
+
+func (cpuRuntime) CheckLimits(_ context.Context, l runtime.Limits) error {
+	if l.CPUs > 2 {
+		return errors.New("the Docker Engine's host has 2")
+	}
+	return nil
+}
+
+// branch set refuses more CPUs than the Engine's host has, as a limit no server
+// could start with, rather than record it for every later start to fail.
+func TestSetCPUsBeyondEngine(t *testing.T) {
+	t.Parallel()
+	m := newUnitManager(t, "")
+	m.cfg.Runtime = cpuRuntime{}
+	addStopped(t, m, "b", time.Now().UTC())
+	for cpus, ok := range map[float64]bool{1.5: true, 4: false} {
+		err := m.Set(context.Background(), "s", "b", Settings{ServerLimits: ServerLimits{CPUs: &cpus}})
+		if (err == nil) != ok || err != nil && !errors.Is(err, ErrInvalid) {
+			t.Errorf("set %g cpus on a 2-CPU Engine: %v, want ok %v", cpus, err, ok)
+		}
+	}
+}
+
 // imageRuntime is a container runtime as listings see it: its default image and limits.
 type imageRuntime struct {
 	runtime.Runtime

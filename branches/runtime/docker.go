@@ -109,6 +109,23 @@ func imageMissing(image string) error {
 	return fmt.Errorf("image %q is not on the Docker Engine: build it (make image) or pull it (docker pull %s)", image, image)
 }
 
+// CheckLimits returns an error for limits the Engine would refuse a server at its
+// start: more CPUs than the Engine's host has. An Engine that does not say how
+// many it has passes them (its start says so).
+func (d *Docker) CheckLimits(ctx context.Context, l Limits) error {
+	if l.CPUs == 0 {
+		return nil
+	}
+	info, err := d.cli.Info(ctx)
+	if err != nil || info.NCPU <= 0 {
+		return nil
+	}
+	if l.CPUs > float64(info.NCPU) {
+		return fmt.Errorf("%g cpus: the Docker Engine's host has %d", l.CPUs, info.NCPU)
+	}
+	return nil
+}
+
 // binDir is where an image laid out like the official postgres images keeps the
 // programs of a major version.
 func binDir(version string) string { return "/usr/lib/postgresql/" + version + "/bin" }

@@ -47,10 +47,9 @@ func TestDockerMissingImage(t *testing.T) {
 // json-file log, which grows for as long as the container runs.
 func TestDockerJobLogCapped(t *testing.T) {
 	created := make(chan container.HostConfig, 1)
-	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	d := fakeEngine(t, func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasSuffix(r.URL.Path, "/containers/create") {
-			w.Header().Set("Api-Version", "1.41")
-			return // _ping
+			return
 		}
 		var body struct{ HostConfig container.HostConfig }
 		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
@@ -58,18 +57,7 @@ func TestDockerJobLogCapped(t *testing.T) {
 		}
 		created <- body.HostConfig
 		http.Error(w, `{"message":"refused by the test"}`, http.StatusInternalServerError)
-	}))
-	defer engine.Close()
-	cli, err := docker.NewClientWithOpts(docker.WithHost("tcp://"+engine.Listener.Addr().String()), docker.WithVersion("1.41"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	d, err := runtime.NewDocker(context.Background(), runtime.DockerConfig{Client: cli, Image: "pg", Instance: "job-log",
-		User: runtime.OSUser{UID: 101, GID: 104}, WorkDir: t.TempDir()}, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	if err := d.Run(context.Background(), runtime.Job{Prog: "psql"}); err == nil {
 		t.Fatal("Run succeeded on an Engine that refuses every container")
 	}
@@ -77,4 +65,40 @@ func TestDockerJobLogCapped(t *testing.T) {
 	if cfg.Type != "json-file" || cfg.Config["max-size"] == "" {
 		t.Errorf("job container log config %+v, want json-file with a max-size", cfg)
 	}
+}
+
+// TestDockerCheckLimits: more CPUs than the Engine's host has are refused before
+// they are recorded, rather than at every start of a server that has them.
+func TestDockerCheckLimits(t *testing.T) {
+	d := fakeEngine(t, func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/info") {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"NCPU": 2}`))
+		}
+	})
+	ctx := context.Background()
+	for cpus, ok := range map[float64]bool{0: true, 0.5: true, 2: true, 2.5: false, 64: false} {
+		if err := d.CheckLimits(ctx, runtime.Limits{CPUs: cpus}); (err == nil) != ok {
+			t.Errorf("CheckLimits(%g cpus) on a 2-CPU Engine: %v, want ok %v", cpus, err, ok)
+		}
+	}
+}
+
+// fakeEngine is a Docker runtime whose Engine is handle (which answers _ping with
+// nothing).
+func fakeEngine(t *testing.T, handle http.HandlerFunc) *runtime.Docker {
+	t.Helper()
+	engine := httptest.NewServer(handle)
+	t.Cleanup(engine.Close)
+	cli, err := docker.NewClientWithOpts(docker.WithHost("tcp://"+engine.Listener.Addr().String()), docker.WithVersion("1.41"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	d, err := runtime.NewDocker(context.Background(), runtime.DockerConfig{Client: cli, Image: "pg", Instance: "fake",
+		User: runtime.OSUser{UID: 101, GID: 104}, WorkDir: t.TempDir()}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

@@ -69,6 +69,9 @@ func newRuntime(ctx context.Context, f runtimeFlags, stateDir string, bins runti
 		if err := d.CheckImage(ctx, f.image); err != nil {
 			return nil, fmt.Errorf("--image: %w", err)
 		}
+		if err := d.CheckLimits(ctx, f.limits); err != nil {
+			return nil, fmt.Errorf("--branch-cpus: %w", err)
+		}
 		return d, nil
 	}
 	return nil, fmt.Errorf("--runtime %q: want process or docker", f.kind)
