@@ -386,7 +386,7 @@ func (m *Manager) startServerWith(ctx context.Context, b *branch, ready serverRe
 		settings[k] = v
 	}
 	spec := runtime.Spec{
-		Name:      "pgbranch-" + rec.Source + "-" + rec.Name,
+		Name:      serverName(rec.Source, rec.Name),
 		Version:   seedRec.PGVersion,
 		DataDir:   l.data,
 		SocketDir: l.run,

@@ -136,6 +136,7 @@ func (m *Manager) claimLocked(k key, route router.Route, tried bool) *op {
 			return fmt.Errorf("%w for %q: %w", errClaimFailed, k.name, err)
 		}
 		m.markPersisted(member, cl.At)
+		m.renameServer(member, k)
 		m.autovacuumLater(member)
 		m.cfg.Metrics.poolEvent("claim")
 		m.log.Info("branch claimed from the warm pool", zap.String("source", k.source), zap.String("branch", k.name))

@@ -29,6 +29,12 @@ type limitChecker interface {
 	CheckLimits(ctx context.Context, l runtime.Limits) error
 }
 
+// serverRenamer is implemented by instances that a name outside serve shows
+// (a container's, in docker ps).
+type serverRenamer interface {
+	Rename(ctx context.Context, name string) error
+}
+
 // strayStopper is implemented by runtimes that can find the servers a previous run
 // of this state directory left behind by themselves (containers labelled with it).
 type strayStopper interface {
@@ -143,6 +149,28 @@ func (m *Manager) sourceImage(ctx context.Context, source string) string {
 		m.log.Warn("read source server settings", zap.String("source", source), zap.Error(err))
 	}
 	return s.Image
+}
+
+// serverName is the runtime's name of a branch's server (runtime.Spec.Name).
+func serverName(source, branch string) string { return "pgbranch-" + source + "-" + branch }
+
+// renameServer gives the server of b, a pool member claimed as k, its branch's
+// name where the runtime shows one (docker ps), in the background: the claim
+// does not wait for the Engine. A server that exits meanwhile keeps its name.
+func (m *Manager) renameServer(b *branch, k key) {
+	m.mu.Lock()
+	r, ok := b.inst.(serverRenamer)
+	m.mu.Unlock()
+	if !ok {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := r.Rename(ctx, serverName(k.source, k.name)); err != nil {
+			m.log.Debug("rename a claimed branch's server", zap.String("branch", k.name), zap.Error(err))
+		}
+	}()
 }
 
 // placeServer sets the image, limits and labels of a branch's server: the branch's

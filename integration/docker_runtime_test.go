@@ -180,3 +180,27 @@ func TestDockerReconcileAfterKill9(t *testing.T) {
 		t.Errorf("%d containers after a clean stop", len(left))
 	}
 }
+
+// TestDockerClaimedName: a branch claimed from the warm pool runs in the pool
+// member's container, which docker ps then shows under the branch's name.
+func TestDockerClaimedName(t *testing.T) {
+	state := newStateDir(t)
+	s := dockerServer(t, state, "--warm", "1")
+	s.seedSQL("shop", shopSQL)
+	waitPool(t, s, 1)
+	s.connect(t, "shop@claimed").Close(context.Background())
+	if claims, _ := s.poolEvents(t); claims != 1 {
+		t.Fatalf("claims = %d, want 1", claims)
+	}
+	pid := s.branches()["claimed"].PID
+	cli := dockerClient(t)
+	eventually(t, 10*time.Second, "the claimed branch's container named after it", func() bool {
+		for _, c := range containersOf(t, cli, state) {
+			info, err := cli.ContainerInspect(context.Background(), c.ID)
+			if err == nil && info.State != nil && info.State.Pid == pid {
+				return strings.HasPrefix(info.Name, "/pgbranch-shop-claimed-")
+			}
+		}
+		return false
+	})
+}

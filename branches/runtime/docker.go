@@ -239,13 +239,9 @@ func resources(l Limits) container.Resources {
 	return r
 }
 
-// create creates a container named after name and a random suffix (names must be
-// unique on the Engine; several state directories may share it).
+// create creates a container named after name (containerName).
 func (d *Docker) create(ctx context.Context, cfg *container.Config, host *container.HostConfig, name string) (string, error) {
-	var suffix [4]byte
-	_, _ = rand.Read(suffix[:])
-	name = cmp.Or(name, "pgbranch") + "-" + hex.EncodeToString(suffix[:])
-	c, err := d.cli.ContainerCreate(ctx, cfg, host, nil, nil, name)
+	c, err := d.cli.ContainerCreate(ctx, cfg, host, nil, nil, containerName(name))
 	if cerrdefs.IsNotFound(err) {
 		// Removed since its source was added: say so as source add would.
 		return "", fmt.Errorf("create container: %w", imageMissing(cfg.Image))
@@ -254,6 +250,14 @@ func (d *Docker) create(ctx context.Context, cfg *container.Config, host *contai
 		return "", fmt.Errorf("create container from %s: %w", cfg.Image, err)
 	}
 	return c.ID, nil
+}
+
+// containerName is name and a random suffix: names must be unique on the Engine,
+// and several state directories may share it.
+func containerName(name string) string {
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	return cmp.Or(name, "pgbranch") + "-" + hex.EncodeToString(suffix[:])
 }
 
 // remove removes a container, stopping it first if it runs.
@@ -352,6 +356,13 @@ func (c *ctr) Discard(ctx context.Context) error {
 		return fmt.Errorf("container %s did not exit after SIGKILL", shortID(c.id))
 	}
 	return fmt.Errorf("container %s had to be killed", shortID(c.id))
+}
+
+// Rename names the container after name, as Start does, for a server that serves
+// another branch from now on (a warm pool member claimed): docker ps then shows
+// the branch's name. Labels cannot change: they keep the ones it started with.
+func (c *ctr) Rename(ctx context.Context, name string) error {
+	return c.d.cli.ContainerRename(ctx, c.id, containerName(name))
 }
 
 // Reload sends SIGHUP to the container's postmaster.
