@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
 # Builds a local PostgreSQL image for `--runtime docker` without a registry: a root
 # filesystem assembled from this host's installed Debian packages (postgresql-<major>
-# and postgresql-client-<major>, the shared libraries their programs load, /bin/sh, the
-# C.UTF-8 locale and the time zone data), laid out like the official `postgres` image
+# and postgresql-client-<major>, the shared libraries their programs load, /bin/sh,
+# locale, the C.UTF-8 locale and the time zone data), laid out like the official `postgres` image
 # (programs under /usr/lib/postgresql/<major>/bin, a `postgres` user, uid 999), and
-# imported with `docker import`. Does nothing when the tag already exists.
+# imported with `docker import`. Does nothing when the tag already exists as this
+# script builds it (its label pgbranchproxy.image is the layout below); an image an older
+# script built is built again.
 #
 #   scripts/image.sh [TAG]     (default pgbranchproxy/postgres:15; PG_MAJOR=15)
 set -euo pipefail
 major=${PG_MAJOR:-15}
 tag=${1:-pgbranchproxy/postgres:$major}
-if docker image inspect "$tag" >/dev/null 2>&1; then
-  echo "image $tag exists"
-  exit 0
+# The image's layout: raise it when the image gains or loses something, so that
+# `make image` builds existing tags again. 2: locale, for initdb's collations.
+layout=2
+if have=$(docker image inspect -f '{{index .Config.Labels "pgbranchproxy.image"}}' "$tag" 2>/dev/null); then
+  if [ "$have" = "$layout" ]; then
+    echo "image $tag exists"
+    exit 0
+  fi
+  echo "image $tag was built by an older $0: building it again"
 fi
 bindir=/usr/lib/postgresql/$major/bin
 [ -x "$bindir/postgres" ] || { echo "no $bindir/postgres: install postgresql-$major" >&2; exit 1; }
@@ -43,12 +51,17 @@ copy_lib() {
 find "$root/usr/lib/postgresql/$major" -type f \( -perm -u+x -o -name '*.so' \) | while read -r f; do
   { ldd "${f#"$root"}" 2>/dev/null || true; } | awk '/=> \//{print $3} /^\t\//{print $1}'
 done | sort -u >"$root/.libs"
-ldd /usr/bin/dash | awk '/=> \//{print $3} /^\t\//{print $1}' >>"$root/.libs"
+for prog in /usr/bin/dash /usr/bin/locale; do
+  ldd "$prog" | awk '/=> \//{print $3} /^\t\//{print $1}'
+done >>"$root/.libs"
 while read -r lib; do copy_lib "$lib"; done < <(sort -u "$root/.libs")
 rm -f "$root/.libs"
 
 cp /usr/bin/dash "$root/usr/bin/dash"
 ln -s dash "$root/usr/bin/sh"
+# initdb fills pg_collation from `locale -a`, as on the host (C.utf8 and the others
+# installed); without it a seed has only C, POSIX and ucs_basic.
+cp /usr/bin/locale "$root/usr/bin/locale"
 cp -a /usr/lib/locale "$root/usr/lib/locale"
 mkdir -p "$root/usr/share"
 cp -a /usr/share/zoneinfo "$root/usr/share/zoneinfo"
@@ -66,6 +79,6 @@ chown -R 999:999 "$root/var/run/postgresql" "$root/var/lib/postgresql"
 tar -C "$root" -cf - . | docker import \
   -c "ENV PATH=/usr/lib/postgresql/$major/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
   -c "ENV PG_MAJOR=$major" -c "ENV LANG=C.UTF-8" -c "ENV PGDATA=/var/lib/postgresql/data" \
-  -c "USER postgres" -c 'CMD ["postgres"]' \
+  -c "USER postgres" -c 'CMD ["postgres"]' -c "LABEL pgbranchproxy.image=$layout" \
   -m "PostgreSQL $major from the host's Debian packages" - "$tag" >/dev/null
 echo "built image $tag ($(docker image inspect -f '{{.Size}}' "$tag") bytes)"
