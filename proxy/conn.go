@@ -428,6 +428,9 @@ func (s *Server) serverSession(ctx context.Context, lease Lease, params map[stri
 	if short, _ := tooManyConnections(err); short {
 		sc, err = dialFreeingSlots(ctx, lease, params, err)
 	}
+	if recovering(err) {
+		sc, err = dialRecovered(ctx, lease, params, err)
+	}
 	if err == nil {
 		s.Stats.ServersOpened.Add(1)
 	}

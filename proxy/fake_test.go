@@ -65,6 +65,7 @@ type fakeServer struct {
 	maxSessions int32
 	tooMany     string       // the refusal's message; "" for max_connections'
 	forkFails   bool         // refuse past maxSessions as a postmaster that cannot fork (forkFailure)
+	recovering  atomic.Int32 // sessions to refuse first as a postmaster recovering from a crash does
 	live        atomic.Int32 // sessions started and not ended
 
 	mu     sync.Mutex
@@ -151,6 +152,15 @@ func (s *fakeServer) serve(c net.Conn) {
 		report(s.t, s.startups, pgproto3.StartupMessage{ProtocolVersion: m.ProtocolVersion, Parameters: maps.Clone(m.Parameters)})
 	default:
 		s.t.Errorf("fake server: unexpected startup message %T", msg)
+		return
+	}
+	if n := s.recovering.Add(-1); n >= 0 {
+		msg, detail := "the database system is not yet accepting connections", "Consistent recovery state has not been yet reached."
+		if n%2 == 0 {
+			msg, detail = "the database system is in recovery mode", "" // first, while the other sessions end
+		}
+		be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "57P03", Message: msg, Detail: detail})
+		be.Flush()
 		return
 	}
 	if s.live.Add(1) > s.maxSessions && s.maxSessions > 0 {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/binary"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -245,6 +247,31 @@ func TestBranchServerForkFailure(t *testing.T) {
 	recv(t, fs.startups, "startup at the branch server")
 	noneYet(t, fs.startups, "a second startup at the branch server")
 	fb.lease(t, 0).waitReleased(t)
+}
+
+// TestBranchServerRecovering: a branch server whose postmaster recovers from a
+// crash (a backend killed at its memory limit) refuses sessions with 57P03 for a
+// moment; a client waits for it, as for a branch that wakes, and gets the
+// server's refusal only when --startup-timeout runs out first.
+func TestBranchServerRecovering(t *testing.T) {
+	t.Parallel()
+	p, _, fs := setup(t, defaultConfig(), scriptOK, nil)
+	fs.recovering.Store(3)
+	conn := p.mustConnect(t, "dbname=app@feat")
+	query(t, conn)
+	closeConn(t, conn)
+	for i := range 4 {
+		recv(t, fs.startups, "startup "+strconv.Itoa(i+1)+" at the branch server")
+	}
+
+	cfg := defaultConfig()
+	cfg.AcquireTimeout = 500 * time.Millisecond
+	p, _, fs = setup(t, cfg, scriptOK, nil)
+	fs.recovering.Store(1 << 30)
+	_, err := p.connect(t, "dbname=app@feat")
+	if pe := pgError(t, err); pe.Code != "57P03" || !strings.HasPrefix(pe.Message, "the database system is") {
+		t.Errorf("error = %s %q, want the server's 57P03", pe.Code, pe.Message)
+	}
 }
 
 // TestBranchServerAsksForPassword: the proxy has authenticated the client; a branch
