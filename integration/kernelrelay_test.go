@@ -139,11 +139,14 @@ func TestKernelRelay(t *testing.T) {
 		defer admin.Close(ctx)
 		var pid int
 		c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid)
+		done := make(chan struct{})
 		go func() {
+			defer close(done)
 			time.Sleep(200 * time.Millisecond)
 			admin.Exec(ctx, "SELECT pg_terminate_backend($1)", pid)
 		}()
 		_, err := c.Exec(ctx, "SELECT pg_sleep(30)")
+		<-done // admin is used by one goroutine at a time, its deferred Close included
 		if pgCode(err) != "57P01" {
 			t.Fatalf("query under pg_terminate_backend: %v, want 57P01", err)
 		}
