@@ -542,6 +542,24 @@ func (m *Manager) resetBranch(ctx context.Context, b *branch, reason string) err
 	m.mu.Lock()
 	wasRunning := b.inst != nil
 	m.mu.Unlock()
+	if err := m.resetStopped(ctx, b, reason); err != nil {
+		return err
+	}
+	if wasRunning {
+		return m.startServer(ctx, b)
+	}
+	return nil
+}
+
+// evictBranch resets the branch and leaves it stopped: restarted, an idle server
+// would write its own files into the layer again, and the next pass over the disk
+// budget would evict it once more, for nothing. The next connection starts it.
+func (m *Manager) evictBranch(ctx context.Context, b *branch, reason string) error {
+	return m.resetStopped(ctx, b, reason)
+}
+
+// resetStopped stops the branch and throws away its writes, back to its base.
+func (m *Manager) resetStopped(ctx context.Context, b *branch, reason string) error {
 	if err := m.stopBranch(ctx, b, reason); err != nil {
 		return err
 	}
@@ -564,9 +582,6 @@ func (m *Manager) resetBranch(ctx context.Context, b *branch, reason string) err
 	m.mu.Lock()
 	b.overQuota, b.measuredAt = false, m.now()
 	m.mu.Unlock()
-	if wasRunning {
-		return m.startServer(ctx, b)
-	}
 	return nil
 }
 

@@ -180,6 +180,9 @@ func (m *Manager) apply(ctx context.Context, a action) {
 		fn = func(ctx context.Context, b *branch) error { return m.stopBranch(ctx, b, a.reason) }
 	case actReset:
 		fn = func(ctx context.Context, b *branch) error { return m.resetBranch(ctx, b, a.reason) }
+		if a.evict {
+			fn = func(ctx context.Context, b *branch) error { return m.evictBranch(ctx, b, a.reason) }
+		}
 	case actDestroy:
 		fn = func(ctx context.Context, b *branch) error { return m.destroyBranch(ctx, b, a.reason) }
 	}
