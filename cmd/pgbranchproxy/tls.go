@@ -42,10 +42,8 @@ func loadTLS(certFile, keyFile string, auto bool, stateDir, listen string) (*tls
 		return &tls.Config{Certificates: []tls.Certificate{cert}}, fingerprint(cert), nil
 	case auto:
 		f := tlsFiles{filepath.Join(stateDir, "tls")}
-		if _, err := os.Stat(f.path("server.crt")); err != nil {
-			if err := f.generate(listen); err != nil {
-				return nil, "", fmt.Errorf("make TLS certificate: %w", err)
-			}
+		if err := f.ensure(listen); err != nil {
+			return nil, "", fmt.Errorf("make TLS certificate: %w", err)
 		}
 		cert, err := tls.LoadX509KeyPair(f.path("server.crt"), f.path("server.key"))
 		if err != nil {
@@ -75,7 +73,7 @@ func fingerprint(c tls.Certificate) string {
 }
 
 // generate makes a CA (ca.crt, for clients' sslrootcert) and a server certificate
-// for localhost, the loopback addresses, this host's name and the listen host.
+// it signs (issue).
 func (f tlsFiles) generate(listen string) error {
 	if err := os.MkdirAll(f.dir, 0o700); err != nil {
 		return err
@@ -103,10 +101,22 @@ func (f tlsFiles) generate(listen string) error {
 	if err != nil {
 		return err
 	}
+	if err := writePEM(f.path("ca.key"), "EC PRIVATE KEY", mustMarshalEC(caKey), 0o600); err != nil {
+		return err
+	}
+	if err := writePEM(f.path("ca.crt"), "CERTIFICATE", caDER, 0o644); err != nil {
+		return err
+	}
+	return f.issue(ca, caKey, listen)
+}
+
+// issue makes a server certificate signed by ca for serverNames(listen).
+func (f tlsFiles) issue(ca *x509.Certificate, caKey *ecdsa.PrivateKey, listen string) error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return err
 	}
+	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: "pgbranchproxy"},
@@ -114,29 +124,16 @@ func (f tlsFiles) generate(listen string) error {
 		NotAfter:     now.AddDate(2, 0, 0),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
 	}
-	if h, err := os.Hostname(); err == nil && h != "" {
-		tmpl.DNSNames = append(tmpl.DNSNames, h)
-	}
-	if host, _, err := net.SplitHostPort(listen); err == nil && host != "" {
-		if ip := net.ParseIP(host); ip != nil {
-			if !ip.IsUnspecified() && !ip.IsLoopback() {
-				tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-			}
-		} else if host != "localhost" {
-			tmpl.DNSNames = append(tmpl.DNSNames, host)
+	for _, n := range serverNames(listen) {
+		if ip := net.ParseIP(n); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, n)
 		}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
-		return err
-	}
-	if err := writePEM(f.path("ca.key"), "EC PRIVATE KEY", mustMarshalEC(caKey), 0o600); err != nil {
-		return err
-	}
-	if err := writePEM(f.path("ca.crt"), "CERTIFICATE", caDER, 0o644); err != nil {
 		return err
 	}
 	if err := writePEM(f.path("server.key"), "EC PRIVATE KEY", mustMarshalEC(key), 0o600); err != nil {

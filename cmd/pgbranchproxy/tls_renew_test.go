@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"crypto/x509"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// A --tls-auto certificate made while serve listened on loopback is issued again,
+// by the same CA, for the address serve listens on later: clients on other hosts
+// verify it with the ca.crt they already have (sslmode=verify-full).
+func TestTLSAutoFollowsListen(t *testing.T) {
+	dir := t.TempDir()
+	if _, _, err := loadTLS("", "", true, dir, "127.0.0.1:6432"); err != nil {
+		t.Fatal(err)
+	}
+	f := tlsFiles{filepath.Join(dir, "tls")}
+	caBefore, _ := os.ReadFile(f.path("ca.crt"))
+	_, fpLoop, err := loadTLS("", "", true, dir, "127.0.0.1:6432")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, fpNet, err := loadTLS("", "", true, dir, "192.0.2.7:6432")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caAfter, _ := os.ReadFile(f.path("ca.crt"))
+	if !bytes.Equal(caBefore, caAfter) {
+		t.Fatal("the CA changed: clients would need a new sslrootcert")
+	}
+	if fpNet == fpLoop {
+		t.Fatal("server certificate not issued again for the new listen address")
+	}
+	ca, err := readCert(f.path("ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := readCert(f.path("server.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	for _, host := range []string{"192.0.2.7", "localhost", "127.0.0.1"} {
+		if _, err := leaf.Verify(x509.VerifyOptions{DNSName: host, Roots: pool}); err != nil {
+			t.Errorf("verify-full to %s: %v", host, err)
+		}
+	}
+	// Unchanged listen: the same certificate.
+	if _, fp, err := loadTLS("", "", true, dir, "192.0.2.7:6432"); err != nil || fp != fpNet {
+		t.Errorf("restart on the same address issued a new certificate (%v)", err)
+	}
+}
+
+// On the unspecified address the certificate names this host's addresses.
+func TestTLSAutoAllAddresses(t *testing.T) {
+	names := serverNames("0.0.0.0:6432")
+	for _, a := range interfaceAddrs() {
+		found := false
+		for _, n := range names {
+			found = found || n == a
+		}
+		if !found {
+			t.Errorf("serverNames(0.0.0.0) = %v, missing %s", names, a)
+		}
+	}
+}
