@@ -121,9 +121,26 @@ func lockSocket(path string) (*os.File, error) {
 	return f, nil
 }
 
+// alive reports whether process pid runs. A zombie does not: a killed serve stays
+// one until its parent, or an init that reaps slowly, waits for it, and the serve
+// restarted meanwhile must not take it for a Postgres still on the socket.
 func alive(pid int) bool {
 	err := unix.Kill(pid, 0)
-	return err == nil || errors.Is(err, unix.EPERM)
+	if err != nil && !errors.Is(err, unix.EPERM) {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist)
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses, the state follows the last ')'.
+	if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && i+2 < len(stat) {
+		switch stat[i+2] {
+		case 'Z', 'X':
+			return false
+		}
+	}
+	return true
 }
 
 // removeStaleSocket removes the socket file at path unless a server accepts

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // ListenUnix replaces a socket file nobody listens on, refuses one a server
@@ -79,4 +80,36 @@ func TestListenUnix(t *testing.T) {
 			t.Errorf("%s after Close: %v, want it removed", f, err)
 		}
 	}
+}
+
+// A lock file that names a killed serve not yet reaped (a zombie) is stale: the
+// serve restarted after a crash takes the socket instead of refusing to start.
+//
+// Not parallel: the fork would hold, until its exec, the sockets other tests close.
+func TestListenUnixZombieLock(t *testing.T) {
+	p, err := os.StartProcess("/bin/true", []string{"true"}, &os.ProcAttr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Wait() // reaped only at the end: a zombie until then
+	stat := "/proc/" + strconv.Itoa(p.Pid) + "/stat"
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		b, _ := os.ReadFile(stat)
+		if s := string(b); strings.Contains(s, ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("child %d did not become a zombie", p.Pid)
+		}
+	}
+	dir := t.TempDir()
+	path := UnixSocketPath(dir, 7001)
+	if err := os.WriteFile(path+".lock", []byte(strconv.Itoa(p.Pid)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := ListenUnix(dir, 7001)
+	if err != nil {
+		t.Fatalf("lock naming zombie %d: %v", p.Pid, err)
+	}
+	ln.Close()
 }
