@@ -47,6 +47,9 @@ func (f ttlFlag) String() string {
 	if f.p == nil || *f.p == 0 {
 		return "0" // what the help takes for no default
 	}
+	if day := 24 * time.Hour; *f.p%day == 0 {
+		return strconv.FormatInt(int64(*f.p/day), 10) + "d"
+	}
 	return f.p.String()
 }
 

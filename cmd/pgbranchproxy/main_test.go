@@ -100,3 +100,22 @@ func TestBranchRm(t *testing.T) {
 		t.Fatalf("branch rm finds %v (%v), want branch destroy", cmd, err)
 	}
 }
+
+// The lifecycle and retention durations of serve take days as --ttl does, so that
+// a config file can say "max-age = 30d" or "audit-keep = 365d".
+func TestServeDurationsTakeDays(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "serve.conf")
+	os.WriteFile(cfg, []byte("ttl = 7d\nmax-age = 30d\nhistory-keep = 90d\naudit-keep = 3600\n"), 0o644)
+	cmd := newServe(&globalFlags{})
+	if err := configDefaults(cmd.Flags(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"ttl": "7d", "max-age": "30d", "history-keep": "90d", "audit-keep": "1h0m0s"} {
+		if got := cmd.Flags().Lookup(name).Value.String(); got != want {
+			t.Errorf("--%s = %s, want %s", name, got, want)
+		}
+	}
+	if d := cmd.Flags().Lookup("history-keep").DefValue; d != "90d" {
+		t.Errorf("--history-keep default shows as %s", d)
+	}
+}

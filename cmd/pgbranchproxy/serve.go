@@ -127,14 +127,15 @@ func newServe(g *globalFlags) *cobra.Command {
 	fl.StringArrayVar(&f.pgSettings, "pg-setting", nil, "NAME=VALUE setting for every branch server (repeatable)")
 	fl.DurationVar(&f.policy.IdleStop, "idle-stop", 5*time.Minute, "stop a branch's server after this long without sessions (0: never); the next connection wakes it")
 	fl.Var(ttlFlag{&f.policy.TTL}, "ttl", "destroy a branch after this long without a session: 90m, 12h, 7d (0: never; per branch: -c pgbranch.ttl, branch set --ttl)")
-	fl.DurationVar(&f.policy.MaxAge, "max-age", 0, "destroy a branch this long after its creation, once it has no session (0: never)")
+	fl.Var(ttlFlag{&f.policy.MaxAge}, "max-age", "destroy a branch this long after its creation, once it has no session: 12h, 30d (0: never)")
 	fl.Var(sizeFlag{&f.policy.Quota}, "quota", "bytes a branch may own (0: no limit; per branch: -c pgbranch.quota, branch set --quota)")
 	fl.StringVar(&f.policy.QuotaPolicy, "quota-policy", branches.QuotaReset, "over quota: reset (when its sessions end) or refuse (until reset or destroyed)")
 	fl.StringVar(&f.diskBudget, "disk-budget", "0", "bytes (e.g. 50GB) or percent of the state dir's filesystem (e.g. 80%) all branches may own; 0: no limit")
 	fl.Var(sizeFlag{&f.policy.DiskReserve}, "disk-reserve", "kept free below --disk-budget")
 	fl.IntVar(&f.policy.MaxRunning, "max-running", 0, "branch servers running at once; the least recently used idle one is stopped to make room (0: no limit)")
-	fl.DurationVar(&f.policy.HistoryKeep, "history-keep", 90*24*time.Hour, "delete branch transitions (branch log) older than this (0: keep them all)")
-	fl.DurationVar(&f.policy.AuditKeep, "audit-keep", 0, "delete audit log entries older than this (0: keep them all)")
+	f.policy.HistoryKeep = 90 * 24 * time.Hour
+	fl.Var(ttlFlag{&f.policy.HistoryKeep}, "history-keep", "delete branch transitions (branch log) older than this: 30d, 2160h (0: keep them all)")
+	fl.Var(ttlFlag{&f.policy.AuditKeep}, "audit-keep", "delete audit log entries older than this: 365d (0: keep them all)")
 	fl.DurationVar(&f.reapInterval, "reap-interval", 10*time.Second, "how often idle stop, TTLs, quotas and budgets are applied")
 	f.serverLogMax = 16 << 20
 	fl.Var(sizeFlag{&f.serverLogMax}, "server-log-max", "a running branch server's postgres.log past this is moved to postgres.log.1 at the next reaper pass (0: no limit)")
