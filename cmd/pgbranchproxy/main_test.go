@@ -119,3 +119,14 @@ func TestServeDurationsTakeDays(t *testing.T) {
 		t.Errorf("--history-keep default shows as %s", d)
 	}
 }
+
+// An empty --listen (PGBRANCH_LISTEN= set to nothing) is refused rather than taken
+// as every interface at a port the system picks.
+func TestListenNeedsAddress(t *testing.T) {
+	for listen, ok := range map[string]bool{"": false, "localhost": false, "127.0.0.1:6432": true, ":6432": true, "0.0.0.0:0": true} {
+		f := &serveFlags{listen: listen, auth: "scram-sha-256", relay: "epoll"}
+		if err := checkProxyFlags(f, false); (err == nil) != ok {
+			t.Errorf("--listen %q: %v", listen, err)
+		}
+	}
+}

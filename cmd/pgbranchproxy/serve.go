@@ -461,6 +461,11 @@ func serveUntilDone(ctx context.Context, stop func(), px *proxy.Server, lns []ne
 // checkProxyFlags checks the flags of the client-facing proxy, for every role.
 // mtls: clients must show a cluster certificate (a node's fronts).
 func checkProxyFlags(f *serveFlags, mtls bool) error {
+	// An empty address (PGBRANCH_LISTEN= over the config file's) would listen on
+	// every interface at a port the system picks.
+	if _, _, err := net.SplitHostPort(f.listen); err != nil {
+		return fmt.Errorf("--listen %q: want HOST:PORT, e.g. 127.0.0.1:6432 (or :6432 for every address)", f.listen)
+	}
 	switch f.auth {
 	case proxy.AuthSCRAM, proxy.AuthMD5:
 	case proxy.AuthTrust:
