@@ -268,8 +268,12 @@ type QuotaError struct {
 }
 
 func (e *QuotaError) Error() string {
-	return fmt.Sprintf("branch %q is over its disk quota: it owns %d MiB of %d MiB; %s", e.Branch, e.Owned>>20, e.Quota>>20, e.Then)
+	return fmt.Sprintf("branch %q is over its disk quota: it owns %s of %s; %s", e.Branch, mib(e.Owned), mib(e.Quota), e.Then)
 }
+
+// mib writes n bytes in MiB with a decimal, so that a branch a little over a quota
+// of a few MiB is not told it owns "1 MiB of 1 MiB".
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // Is makes errors.Is(err, ErrQuota) hold.
 func (e *QuotaError) Is(target error) bool { return target == ErrQuota }
@@ -335,8 +339,8 @@ func (m *Manager) makeBudgetRoom(ctx context.Context) error {
 		return nil
 	}
 	p := m.cfg.Policy
-	return fmt.Errorf("%w: branches own %d MiB of the %d MiB budget (%d MiB reserved) and none can be evicted",
-		ErrDiskFull, m.ownedTotal>>20, p.DiskBudget>>20, p.DiskReserve>>20)
+	return fmt.Errorf("%w: branches own %s of the %s budget (%s reserved) and none can be evicted",
+		ErrDiskFull, mib(m.ownedTotal), mib(p.DiskBudget), mib(p.DiskReserve))
 }
 
 // newBranchLocked prepares the record of a branch about to be created. m.mu is held.
