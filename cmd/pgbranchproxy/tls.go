@@ -156,6 +156,27 @@ func mustMarshalEC(k *ecdsa.PrivateKey) []byte {
 	return b
 }
 
+// writePEM writes one PEM block to path with mode through a temporary file in the
+// same directory: a certificate issued again replaces the old one whole, and a file
+// that existed with a wider mode does not keep it.
 func writePEM(path, typ string, der []byte, mode os.FileMode) error {
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), mode)
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*") // mode 0600 from the start
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	err = pem.Encode(tmp, &pem.Block{Type: typ, Bytes: der})
+	if err == nil {
+		err = tmp.Chmod(mode)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return os.Rename(tmp.Name(), path)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/ecdsa"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -27,7 +28,10 @@ func (f tlsFiles) ensure(listen string) error {
 	if err != nil {
 		return err
 	}
-	if certNames(leaf, serverNames(listen)) && time.Until(leaf.NotAfter) > renewBefore {
+	// A key that is not the certificate's (a start that stopped between writing
+	// the two) is issued again too, rather than refusing every start after.
+	_, pairErr := tls.LoadX509KeyPair(f.path("server.crt"), f.path("server.key"))
+	if pairErr == nil && certNames(leaf, serverNames(listen)) && time.Until(leaf.NotAfter) > renewBefore {
 		return nil
 	}
 	ca, err := readCert(f.path("ca.crt"))

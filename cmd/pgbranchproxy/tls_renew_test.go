@@ -2,7 +2,11 @@ package main
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/x509"
+	"encoding/pem"
 	"os"
 	"path/filepath"
 	"testing"
@@ -65,5 +69,30 @@ func TestTLSAutoAllAddresses(t *testing.T) {
 		if !found {
 			t.Errorf("serverNames(0.0.0.0) = %v, missing %s", names, a)
 		}
+	}
+}
+
+// A server key that is not the certificate's, as a start stopped between writing
+// the two while issuing again leaves them, is issued again by the next start
+// rather than refusing every start after; and the key keeps mode 0600.
+func TestTLSAutoMismatchedKey(t *testing.T) {
+	dir := t.TempDir()
+	if _, _, err := loadTLS("", "", true, dir, "127.0.0.1:6432"); err != nil {
+		t.Fatal(err)
+	}
+	f := tlsFiles{filepath.Join(dir, "tls")}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f.path("server.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: mustMarshalEC(key)}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(f.path("server.key"), 0o644)
+	if _, _, err := loadTLS("", "", true, dir, "127.0.0.1:6432"); err != nil {
+		t.Fatalf("start after a half-written issue: %v", err)
+	}
+	if st, err := os.Stat(f.path("server.key")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("server.key: %v, %v; want mode 0600", st.Mode(), err)
 	}
 }
