@@ -47,18 +47,20 @@ func (f tlsFiles) ensure(listen string) error {
 
 // serverNames are the names a --tls-auto certificate is for: localhost, the
 // loopback addresses, this host's name and the listen host, or, when that is the
-// unspecified address, every address of this host's interfaces.
+// unspecified address or none (":6432"), every address of this host's interfaces.
 func serverNames(listen string) []string {
 	names := []string{"localhost", "127.0.0.1", "::1"}
 	if h, err := os.Hostname(); err == nil && h != "" {
 		names = append(names, h)
 	}
 	host, _, err := net.SplitHostPort(listen)
-	if err != nil || host == "" || host == "localhost" {
+	if err != nil || host == "localhost" {
 		return names
 	}
 	ip := net.ParseIP(host)
 	switch {
+	case host == "": // ":6432" listens on every address, as 0.0.0.0 does
+		return append(names, interfaceAddrs()...)
 	case ip == nil:
 		return append(names, host)
 	case ip.IsUnspecified():
