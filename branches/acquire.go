@@ -268,7 +268,11 @@ type QuotaError struct {
 }
 
 func (e *QuotaError) Error() string {
-	return fmt.Sprintf("branch %q is over its disk quota: it owns %s of %s; %s", e.Branch, mib(e.Owned), mib(e.Quota), e.Then)
+	owned, quota := mib(e.Owned), mib(e.Quota)
+	if owned == quota { // less than 0.05 MiB over: in bytes, which tell them apart
+		owned, quota = fmt.Sprintf("%d bytes", e.Owned), fmt.Sprintf("%d bytes", e.Quota)
+	}
+	return fmt.Sprintf("branch %q is over its disk quota: it owns %s of %s; %s", e.Branch, owned, quota, e.Then)
 }
 
 // mib writes n bytes in MiB with a decimal, so that a branch a little over a quota

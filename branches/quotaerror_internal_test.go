@@ -11,4 +11,8 @@ func TestQuotaErrorSizes(t *testing.T) {
 	if got := e.Error(); !strings.Contains(got, "it owns 1.5 MiB of 1.0 MiB") {
 		t.Errorf("%s", got)
 	}
+	e.Owned = 1<<20 + 4096
+	if got := e.Error(); !strings.Contains(got, "it owns 1052672 bytes of 1048576 bytes") {
+		t.Errorf("4 KiB over: %s", got)
+	}
 }
