@@ -123,6 +123,9 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if err := removeSlots(req.Dir, progress); err != nil {
+		return Result{}, err
+	}
 	control, err := b.controlData(ctx, req.Dir, version, req.Image)
 	if err != nil {
 		return Result{}, err
@@ -136,9 +139,6 @@ func (b *Builder) Build(ctx context.Context, req Request) (Result, error) {
 		return Result{}, err
 	} else {
 		superuser = su
-	}
-	if err := srv.dropSlots(ctx, superuser, progress); err != nil {
-		return Result{}, err
 	}
 	if err := srv.rollbackPrepared(ctx, superuser, progress); err != nil {
 		return Result{}, err

@@ -1,35 +1,36 @@
 package seed
 
 import (
-	"context"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
+	"os"
+	"path/filepath"
+	"strings"
 )
 
-// dropSlots drops the replication slots a copied data directory brought (a
-// standby's physical slot, a CDC tool's logical one). Their consumers never
-// connect to a seed or a branch, and every branch would keep all WAL from the
-// slot's restart point, and for a logical slot the catalog's dead rows, for
-// good.
-func (s *server) dropSlots(ctx context.Context, superuser string, progress func(string)) error {
-	c, err := s.connect(ctx, superuser, "template1")
+// removeSlots removes the replication slots a copied data directory dir brought
+// (a standby's physical slot, a CDC tool's logical one), before any server starts
+// on it. Their consumers never connect to a seed or a branch, and every branch
+// would keep all WAL from the slot's restart point, and for a logical slot the
+// catalog's dead rows, for good. They go as files rather than with
+// pg_drop_replication_slot: a server does not start on a logical slot unless its
+// wal_level is logical, nor on more slots than its max_replication_slots, and the
+// copy's configuration need not say what the cluster ran with (Debian's is in
+// /etc, or it came from the command line).
+func removeSlots(dir string, progress func(string)) error {
+	slots := filepath.Join(dir, "pg_replslot")
+	entries, err := os.ReadDir(slots)
 	if err != nil {
+		if os.IsNotExist(err) {
+			return nil
+		}
 		return err
 	}
-	defer c.Close(context.Background())
-	rows, err := c.Query(ctx, "SELECT slot_name, slot_type FROM pg_replication_slots ORDER BY slot_name")
-	if err != nil {
-		return err
-	}
-	slots, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Name, Type string }])
-	if err != nil {
-		return err
-	}
-	for _, sl := range slots {
-		progress(fmt.Sprintf("dropping the %s replication slot %q of the copied cluster", sl.Type, sl.Name))
-		if _, err := c.Exec(ctx, "SELECT pg_drop_replication_slot($1)", sl.Name); err != nil {
-			return fmt.Errorf("drop replication slot %q: %w", sl.Name, err)
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".tmp") {
+			progress(fmt.Sprintf("dropping the replication slot %q of the copied cluster", e.Name()))
+		}
+		if err := os.RemoveAll(filepath.Join(slots, e.Name())); err != nil {
+			return fmt.Errorf("drop replication slot %q: %w", e.Name(), err)
 		}
 	}
 	return nil
