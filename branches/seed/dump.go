@@ -197,23 +197,31 @@ func (b *Builder) archiveSchema(ctx context.Context, req Request, archive string
 
 // createDatabase creates the database the archive is restored into, with the
 // encoding and locale the archive's database had (ICU or libc collation, ctype),
-// so that text sorts and compares in branches as it did where it was dumped. When
-// this server cannot create it so (a libc locale this host lacks), it says so in
-// progress and creates it with the cluster's defaults.
+// so that text sorts and compares in branches as it did where it was dumped. An
+// ICU database whose libc locale this host lacks keeps its ICU collation, with
+// C.UTF-8 for the libc locale. When this server cannot create it so (a libc
+// collation this host lacks), it says so in progress and creates it with the
+// cluster's defaults.
 func (s *server) createDatabase(ctx context.Context, superuser, name, owner string, script []byte, progress func(string)) error {
 	create := "CREATE DATABASE " + quoteIdent(name)
-	locale, err := databaseLocale(script)
+	locales, err := databaseLocales(script)
 	if err != nil {
 		return fmt.Errorf("read the archive's database: %w", err)
 	}
-	if locale != "" {
+	for i, locale := range locales {
 		err := s.exec(ctx, superuser, "postgres", create+" WITH "+locale+owner)
 		if err == nil {
+			if i > 0 {
+				progress(fmt.Sprintf("warning: the archive's database cannot be created here as it was (%s); "+
+					"its libc locale is C.UTF-8 instead, its collation is as it was (install the locale, then source refresh)", locales[0]))
+			}
 			return nil
 		}
-		progress(fmt.Sprintf("warning: the archive's database cannot be created here as it was (%s: %v); "+
-			"restoring into one with the cluster's encoding and locale, C.UTF-8, so text may sort differently "+
-			"(install the locale, then source refresh)", locale, err))
+		if i == len(locales)-1 {
+			progress(fmt.Sprintf("warning: the archive's database cannot be created here as it was (%s: %v); "+
+				"restoring into one with the cluster's encoding and locale, C.UTF-8, so text may sort differently "+
+				"(install the locale, then source refresh)", locales[0], err))
+		}
 	}
 	if err := s.exec(ctx, superuser, "postgres", create+owner); err != nil {
 		return fmt.Errorf("create database %q: %w", name, err)
