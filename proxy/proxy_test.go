@@ -274,6 +274,23 @@ func TestBranchServerRecovering(t *testing.T) {
 	}
 }
 
+// TestBranchServerRecoveringBacksOff: a client waiting for a recovering server
+// asks less often as it waits, since each try forks a process in the server that
+// many clients asking at a fixed pace would take from the recovery.
+func TestBranchServerRecoveringBacksOff(t *testing.T) {
+	t.Parallel()
+	cfg := defaultConfig()
+	cfg.AcquireTimeout = 2 * time.Second
+	p, _, fs := setup(t, cfg, scriptOK, nil)
+	fs.recovering.Store(1 << 30)
+	if _, err := p.connect(t, "dbname=app@feat"); pgError(t, err).Code != "57P03" {
+		t.Fatalf("error = %v, want the server's 57P03", err)
+	}
+	if n := len(fs.startups); n > 10 {
+		t.Errorf("%d startups at the recovering server in %v, want at most 10", n, cfg.AcquireTimeout)
+	}
+}
+
 // TestBranchServerAsksForPassword: the proxy has authenticated the client; a branch
 // server that asks again is an internal error, and the client is not asked.
 func TestBranchServerAsksForPassword(t *testing.T) {

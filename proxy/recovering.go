@@ -16,8 +16,15 @@ var recoveryRefusals = map[string]bool{
 	"the database system is not yet accepting connections": true, // replaying WAL
 }
 
-// recoveryPoll is how often a session waiting for a recovering server asks again.
-const recoveryPoll = 100 * time.Millisecond
+// A session waiting for a recovering server asks again after recoveryPoll, then
+// after twice as long each time up to recoveryPollMax: every try forks a process
+// in the server, and many clients asking ten times a second would slow the
+// recovery they wait for (and, at a container's pids limit, be refused for want
+// of processes rather than wait).
+const (
+	recoveryPoll    = 100 * time.Millisecond
+	recoveryPollMax = 500 * time.Millisecond
+)
 
 // recovering reports whether err is a branch server's refusal while it recovers.
 func recovering(err error) bool {
@@ -26,16 +33,17 @@ func recovering(err error) bool {
 }
 
 // dialRecovered waits for a branch server that refused a session as recovering
-// (err), asking again every recoveryPoll until it takes the session, refuses it
-// otherwise, or ctx (the acquire deadline, --startup-timeout) ends: the client
+// (err), asking again less often as it goes (recoveryPoll) until it takes the
+// session, refuses it otherwise, or ctx (the acquire deadline, --startup-timeout)
+// ends: the client
 // waits for the branch to come back as it waits for one to wake, and gets the
 // server's refusal only when it did not in time.
 func dialRecovered(ctx context.Context, lease Lease, params map[string]string, err error) (*serverConn, error) {
-	for {
+	for wait := recoveryPoll; ; wait = min(2*wait, recoveryPollMax) {
 		select {
 		case <-ctx.Done():
 			return nil, err
-		case <-time.After(recoveryPoll):
+		case <-time.After(wait):
 		}
 		sc, derr := dialServer(ctx, lease.Dial, params)
 		late := pastDeadline(ctx)
