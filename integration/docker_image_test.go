@@ -55,7 +55,7 @@ func TestImageScript(t *testing.T) {
 	if err != nil {
 		t.Fatalf("docker import: %v", err)
 	}
-	// Untagged by the rebuild: removed by its id.
+	// Removed by the rebuild; by its id should the test fail first.
 	t.Cleanup(func() {
 		cli.ImageRemove(context.Background(), strings.TrimSpace(string(id)), image.RemoveOptions{Force: true})
 	})
@@ -65,5 +65,9 @@ func TestImageScript(t *testing.T) {
 	}
 	if info, err := cli.ImageInspect(ctx, old); err != nil || info.Config.Labels["pgbranchproxy.image"] == "" {
 		t.Errorf("%s rebuilt has labels %v (%v)", old, info.Config.Labels, err)
+	}
+	// The image it replaced, which no container uses, is not left behind untagged.
+	if _, err := cli.ImageInspect(ctx, strings.TrimSpace(string(id))); err == nil {
+		t.Errorf("the image %s replaced is still on the Engine", old)
 	}
 }

@@ -21,6 +21,7 @@ if have=$(docker image inspect -f '{{index .Config.Labels "pgbranchproxy.image"}
     exit 0
   fi
   echo "image $tag was built by an older $0: building it again"
+  older=$(docker image inspect -f '{{.Id}}' "$tag")
 fi
 bindir=/usr/lib/postgresql/$major/bin
 [ -x "$bindir/postgres" ] || { echo "no $bindir/postgres: install postgresql-$major" >&2; exit 1; }
@@ -82,3 +83,5 @@ tar -C "$root" -cf - . | docker import \
   -c "USER postgres" -c 'CMD ["postgres"]' -c "LABEL pgbranchproxy.image=$layout" \
   -m "PostgreSQL $major from the host's Debian packages" - "$tag" >/dev/null
 echo "built image $tag ($(docker image inspect -f '{{.Size}}' "$tag") bytes)"
+# The image it replaced, untagged now, is removed unless a container still uses it.
+if [ -n "${older:-}" ]; then docker image rm "$older" >/dev/null 2>&1 || true; fi
