@@ -125,10 +125,10 @@ func writeKeyAndCert(keyFile, certFile string, key *ecdsa.PrivateKey, der []byte
 	if err != nil {
 		return err
 	}
-	if err := writePEM(keyFile, "PRIVATE KEY", pkcs8, 0o600, replace); err != nil {
+	if err := WritePEM(keyFile, "PRIVATE KEY", pkcs8, 0o600, replace); err != nil {
 		return err
 	}
-	if err := writePEM(certFile, "CERTIFICATE", der, 0o644, replace); err != nil {
+	if err := WritePEM(certFile, "CERTIFICATE", der, 0o644, replace); err != nil {
 		if !replace {
 			os.Remove(keyFile)
 		}

@@ -30,10 +30,11 @@ func MemberFiles(dir string, role Role, name string) Files {
 	return Files{CA: filepath.Join(dir, CACertFile), Cert: base + ".crt", Key: base + ".key"}
 }
 
-// writePEM writes one PEM block to path with mode, through a temporary file in the
-// same directory, so that path never holds half a file. Unless replace, a path that
-// exists is left as it is and the error wraps ErrExists.
-func writePEM(path, typ string, der []byte, mode os.FileMode, replace bool) error {
+// WritePEM writes one PEM block to path with mode, through a temporary file in the
+// same directory, so that path never holds half a file and a file that existed
+// with a wider mode does not keep it. Unless replace, a path that exists is left
+// as it is and the error wraps ErrExists.
+func WritePEM(path, typ string, der []byte, mode os.FileMode, replace bool) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, ".tmp-*") // mode 0600 from the start
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"math/big"
@@ -101,10 +100,10 @@ func (f tlsFiles) generate(listen string) error {
 	if err != nil {
 		return err
 	}
-	if err := writePEM(f.path("ca.key"), "EC PRIVATE KEY", mustMarshalEC(caKey), 0o600); err != nil {
+	if err := cluster.WritePEM(f.path("ca.key"), "EC PRIVATE KEY", mustMarshalEC(caKey), 0o600, true); err != nil {
 		return err
 	}
-	if err := writePEM(f.path("ca.crt"), "CERTIFICATE", caDER, 0o644); err != nil {
+	if err := cluster.WritePEM(f.path("ca.crt"), "CERTIFICATE", caDER, 0o644, true); err != nil {
 		return err
 	}
 	return f.issue(ca, caKey, listen)
@@ -136,11 +135,11 @@ func (f tlsFiles) issue(ca *x509.Certificate, caKey *ecdsa.PrivateKey, listen st
 	if err != nil {
 		return err
 	}
-	if err := writePEM(f.path("server.key"), "EC PRIVATE KEY", mustMarshalEC(key), 0o600); err != nil {
+	if err := cluster.WritePEM(f.path("server.key"), "EC PRIVATE KEY", mustMarshalEC(key), 0o600, true); err != nil {
 		return err
 	}
 	// Written last: its presence means the set is complete.
-	return writePEM(f.path("server.crt"), "CERTIFICATE", der, 0o644)
+	return cluster.WritePEM(f.path("server.crt"), "CERTIFICATE", der, 0o644, true)
 }
 
 func serial() *big.Int {
@@ -154,29 +153,4 @@ func mustMarshalEC(k *ecdsa.PrivateKey) []byte {
 		panic(err) // only fails for curves Go does not support
 	}
 	return b
-}
-
-// writePEM writes one PEM block to path with mode through a temporary file in the
-// same directory: a certificate issued again replaces the old one whole, and a file
-// that existed with a wider mode does not keep it.
-func writePEM(path, typ string, der []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*") // mode 0600 from the start
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	err = pem.Encode(tmp, &pem.Block{Type: typ, Bytes: der})
-	if err == nil {
-		err = tmp.Chmod(mode)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return os.Rename(tmp.Name(), path)
 }
