@@ -173,6 +173,16 @@ func newErrorID() string {
 
 // writeError sends a FATAL ErrorResponse.
 func writeError(w io.Writer, ce clientError) error {
+	buf, err := encodeError(ce)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(buf)
+	return err
+}
+
+// encodeError is a FATAL ErrorResponse.
+func encodeError(ce clientError) ([]byte, error) {
 	msg := &pgproto3.ErrorResponse{
 		Severity:            "FATAL",
 		SeverityUnlocalized: "FATAL",
@@ -183,10 +193,9 @@ func writeError(w io.Writer, ce clientError) error {
 	}
 	buf, err := msg.Encode(nil)
 	if err != nil {
-		return fmt.Errorf("encode error response: %w", err)
+		return nil, fmt.Errorf("encode error response: %w", err)
 	}
-	_, err = w.Write(buf)
-	return err
+	return buf, nil
 }
 
 // errDialServer marks a failure to connect to a branch server at all, as opposed

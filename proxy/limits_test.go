@@ -6,6 +6,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // TestIsolation: clients that break the protocol do not disturb a session.
@@ -116,5 +118,38 @@ func TestMaxClientConns(t *testing.T) {
 			t.Fatalf("no connection within %v of the first one closing: %v", within, err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestShutdownSays57P01: a relayed session the proxy closes at the end of its
+// grace is told so with FATAL 57P01, as Postgres tells one at a fast shutdown,
+// rather than having its connection dropped (on the epoll pump; the goroutine
+// relay closes its sessions without a word).
+func TestShutdownSays57P01(t *testing.T) {
+	t.Parallel()
+	p, _, _ := setup(t, reuseConfig(false), scriptOK, nil)
+	c := p.dial(t)
+	if res := rawLogin(t, c, pgproto3.ProtocolVersion30, map[string]string{"user": "u", "database": "app@feat"}); res.err != nil {
+		t.Fatalf("login: %v", res.err)
+	}
+	// A query answered: the session is on the relay.
+	fe := pgproto3.NewFrontend(c, c)
+	fe.Send(&pgproto3.Query{String: "select 1"})
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(within))
+	for {
+		msg, err := fe.Receive()
+		if err != nil {
+			t.Fatalf("query: %v", err)
+		}
+		if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
+			break
+		}
+	}
+	p.shutdown(0)
+	if er := parseError(t, readUntilClosed(t, c)); er.Code != "57P01" || er.Severity != "FATAL" {
+		t.Errorf("told %s %s %q at shutdown, want FATAL 57P01", er.Severity, er.Code, er.Message)
 	}
 }

@@ -475,6 +475,9 @@ func (p *pump) end(s *pumpSession, cause endCause) {
 		return
 	}
 	p.unwatch(s, s.client)
+	if cause == endStop {
+		p.sayShuttingDown(s)
+	}
 	reusable := cause == endClient && s.track != nil && !s.toServer.pending() && s.track.idle()
 	r := pumpResult{stalled: cause == endStalled, server: -1, client: -1}
 	if reusable && s.keepClient && s.track.terminated {
