@@ -119,6 +119,23 @@ func TestFrontRoutesToNode(t *testing.T) {
 		t.Fatalf("unknown database through the front: %v, want 3D000", err)
 	}
 	waitNoSessions(t, node, "viafront")
+
+	// A session left when the front's --grace runs out is told 57P01, as at a
+	// Postgres fast shutdown (front2: the first front still has checks to come).
+	fr2 := startFront(t, url, "--auth", "scram-sha-256", "--grace", "1s")
+	c = connectDSN(t, ctx, fr2.dsnAs("app@viafront", "alice", "alice-pw", "sslmode=disable"))
+	slept := make(chan error, 1)
+	go func() { _, err := c.Exec(ctx, "SELECT pg_sleep(30)"); slept <- err }()
+	eventually(t, 20*time.Second, "the sleep to start on the node", func() bool {
+		out, err := node.psql(t, "app@viafront", "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)'")
+		return err == nil && out == "1"
+	})
+	fr2.stop()
+	if err := <-slept; pgCode(err) != "57P01" {
+		t.Errorf("a session through a front stopped under it: %v, want 57P01", err)
+	}
+	waitNoSessions(t, node, "viafront")
+
 	node.stop()
 	if err := tryConnect(fr.dsnAs("app@viafront", "alice", "alice-pw", "sslmode=disable")); pgCode(err) != "57P03" {
 		t.Fatalf("branch of a stopped node: %v, want 57P03\n%s", err, fr.logs())
