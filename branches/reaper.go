@@ -92,7 +92,9 @@ func (m *Manager) reapPass(ctx context.Context, kind passKind) {
 	}
 	m.refreshRunningRoles(ctx, kind == passTimed)
 	m.expireIdle()
-	m.rotateServerLogs()
+	if kind == passTimed {
+		m.rotateServerLogs() // a stat per running server: not at every session's end
+	}
 	m.refillPools()
 	m.updateGauges()
 	if m.cfg.Metrics != nil {
