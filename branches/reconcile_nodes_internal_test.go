@@ -95,18 +95,7 @@ func TestReconcileInterruptedSourceAdd(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	m := newUnitManager(t, "")
-	m.cfg.Join = true
-	if _, err := m.cat.Register(ctx, "n1", "", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	other, err := catalog.Open(filepath.Join(m.cfg.StateDir, "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	if _, err := other.Register(ctx, "n2", "", time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	other := joinAsN1(t, m)
 	for _, src := range []string{"mine", "theirs", "unseeded"} {
 		if err := m.cat.AddSource(ctx, catalog.Source{Name: src, Kind: "empty"}); err != nil {
 			t.Fatal(err)

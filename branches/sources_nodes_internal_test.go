@@ -20,18 +20,7 @@ func TestSourcesCountEveryNode(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	m := newUnitManager(t, "")
-	m.cfg.Join = true
-	if _, err := m.cat.Register(ctx, "n1", "", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	other, err := catalog.Open(filepath.Join(m.cfg.StateDir, "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	if _, err := other.Register(ctx, "n2", "", time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	other := joinAsN1(t, m)
 	t0 := time.Now().UTC()
 	for _, b := range []struct {
 		cat    *catalog.Catalog
@@ -62,18 +51,7 @@ func TestElsewhere(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	m := newUnitManager(t, "")
-	m.cfg.Join = true
-	if _, err := m.cat.Register(ctx, "n1", "", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	other, err := catalog.Open(filepath.Join(m.cfg.StateDir, "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	if _, err := other.Register(ctx, "n2", "", time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	other := joinAsN1(t, m)
 	t0 := time.Now().UTC()
 	if _, err := other.InsertBranch(ctx, catalog.Branch{Source: "s", Name: "theirs", SeedID: 1, State: catalog.Stopped, CreatedAt: t0, StateAt: t0}, "test"); err != nil {
 		t.Fatal(err)
@@ -111,18 +89,7 @@ func TestRemoveSourceInUse(t *testing.T) {
 	if !errors.Is(err, ErrBusy) || err.Error() != `source "s" has 1 branches: destroy them first` {
 		t.Fatalf("RemoveSource with a branch: %v, want a conflict saying the source has a branch", err)
 	}
-	m.cfg.Join = true
-	if _, err := m.cat.Register(ctx, "n1", "", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	other, err := catalog.Open(filepath.Join(m.cfg.StateDir, "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	if _, err := other.Register(ctx, "n2", "", time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	other := joinAsN1(t, m)
 	t0 := time.Now().UTC()
 	if _, err := other.InsertBranch(ctx, catalog.Branch{Source: "s", Name: "theirs", SeedID: 1, State: catalog.Stopped, CreatedAt: t0, StateAt: t0}, "test"); err != nil {
 		t.Fatal(err)
@@ -140,24 +107,13 @@ func TestDiffAgainstElsewhere(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	m := newUnitManager(t, "")
-	m.cfg.Join = true
-	if _, err := m.cat.Register(ctx, "n1", "", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	other, err := catalog.Open(filepath.Join(m.cfg.StateDir, "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	if _, err := other.Register(ctx, "n2", "", time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	other := joinAsN1(t, m)
 	t0 := time.Now().UTC()
 	if _, err := other.InsertBranch(ctx, catalog.Branch{Source: "s", Name: "theirs", SeedID: 1, State: catalog.Stopped, CreatedAt: t0, StateAt: t0}, "test"); err != nil {
 		t.Fatal(err)
 	}
 	m.branches[key{"s", "mine"}] = &branch{rec: catalog.Branch{Source: "s", Name: "mine"}}
-	_, err = m.Diff(ctx, "mine", DiffOptions{Against: "theirs"})
+	_, err := m.Diff(ctx, "mine", DiffOptions{Against: "theirs"})
 	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "it is on node n2, and branch diff --against compares two branches of one node") {
 		t.Fatalf("diff --against another node's branch: %v", err)
 	}
