@@ -76,18 +76,26 @@ func msg(typ byte, body []byte) []byte {
 	return append([]byte{typ, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}, body...)
 }
 
-func TestSplice(t *testing.T) {
+// splice loads the programs and puts a new pair's sockets into the maps (the
+// programs are unloaded when the test ends).
+func splice(t *testing.T) (*sockmap.Relay, *pair, *sockmap.Session) {
+	t.Helper()
 	needRoot(t)
 	r, err := sockmap.Load(16)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	t.Cleanup(func() { r.Close() })
 	p := newPair(t)
 	s, err := r.Add(int(p.cf.Fd()), int(p.sf.Fd()))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r, p, s
+}
+
+func TestSplice(t *testing.T) {
+	r, p, s := splice(t)
 	// Both directions start held. Server to client, released: redirected.
 	if st := s.Slot(sockmap.ToClient); st.Hold == 0 {
 		t.Fatalf("server direction not held at the start: %+v", st)
@@ -148,17 +156,7 @@ func TestSplice(t *testing.T) {
 // pumps' track does: COPY FROM STDIN under a Query ends synced at its CopyDone or
 // CopyFail; under the extended protocol only a Sync does.
 func TestSyncState(t *testing.T) {
-	needRoot(t)
-	r, err := sockmap.Load(4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	p := newPair(t)
-	s, err := r.Add(int(p.cf.Fd()), int(p.sf.Fd()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, p, s := splice(t)
 	defer s.Remove()
 	data := msg('d', []byte("1\tone\n"))
 	sent := 0
