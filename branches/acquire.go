@@ -282,6 +282,13 @@ func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 // Is makes errors.Is(err, ErrQuota) hold.
 func (e *QuotaError) Is(target error) bool { return target == ErrQuota }
 
+// SQLState, ClientMessage, ClientHint and Rank tell a client what ErrQuota does,
+// in words that name the branch and its usage.
+func (e *QuotaError) SQLState() string      { return ErrQuota.SQLState() }
+func (e *QuotaError) ClientMessage() string { return e.Error() }
+func (e *QuotaError) ClientHint() string    { return ErrQuota.ClientHint() }
+func (e *QuotaError) Rank() int             { return ErrQuota.Rank() }
+
 // roomLocked makes room for one more running branch under MaxRunning: it starts
 // stopping the least recently used idle one and returns that operation to wait for,
 // or ErrTooMany when every running branch has sessions. m.mu is held.

@@ -16,3 +16,18 @@ func TestQuotaErrorSizes(t *testing.T) {
 		t.Errorf("4 KiB over: %s", got)
 	}
 }
+
+// A session refused for a branch over its quota is told 53100, in words that
+// name the branch and its usage, and ranks as ErrQuota among other errors.
+func TestQuotaErrorTells(t *testing.T) {
+	var told interface {
+		SQLState() string
+		ClientMessage() string
+		ClientHint() string
+		Rank() int
+	} = &QuotaError{Branch: "b", Owned: 3 << 20, Quota: 2 << 20, Then: "it refuses new sessions"}
+	if told.SQLState() != "53100" || !strings.Contains(told.ClientMessage(), `branch "b"`) ||
+		!strings.Contains(told.ClientMessage(), "3.0 MiB of 2.0 MiB") || told.ClientHint() == "" || told.Rank() != ErrQuota.Rank() {
+		t.Fatalf("told %s %q hint %q rank %d", told.SQLState(), told.ClientMessage(), told.ClientHint(), told.Rank())
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/errs"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/roles"
 	"github.com/pgbranchproxy/pgbranchproxy/proxy"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
@@ -130,8 +131,7 @@ func (b *Branches) Acquire(ctx context.Context, r router.Route) (proxy.Lease, er
 		if k.branch == r.Branch && (r.Options.Ephemeral || r.Options.Reset) {
 			return b.recreate(ctx, rt.Branch, src.name, r.Branch, opts, deadline)
 		}
-		return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch was on a lost node",
-			Hint: "its node was declared dead; destroy the branch (pgbranchproxy branch destroy) to use the name again"}
+		return nil, fmt.Errorf("branch %q of source %q: %w", r.Branch, src.name, catalog.ErrLost)
 	}
 	if rt.NodeAddr == "" || rt.NodeState == catalog.NodeDead || !rt.NodeLive {
 		return nil, &proxy.ClientError{Code: codeCannotConnectNow, Message: "the branch's node is not serving",
@@ -234,9 +234,7 @@ func catalogError(err error) error {
 	return err
 }
 
-func noSuchBranch() error {
-	return &proxy.ClientError{Code: codeInvalidDatabase, Message: "no such source or branch"}
-}
+func noSuchBranch() error { return errs.ErrNotFound }
 
 // noParent is what a client asking for a new branch of parent, which source
 // does not have, is told: what a single server tells it.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/errs"
 	"github.com/pgbranchproxy/pgbranchproxy/proxy"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
 )
@@ -84,10 +85,12 @@ func addrOf(t *testing.T, b *Branches, db string) (string, error) {
 	return l.(*lease).addr, nil
 }
 
+// codeOf is the SQLSTATE a client is told for err: a ClientError's or an
+// engine error's.
 func codeOf(err error) string {
-	var ce *proxy.ClientError
-	if errors.As(err, &ce) {
-		return ce.Code
+	var told interface{ SQLState() string }
+	if errors.As(err, &told) {
+		return told.SQLState()
 	}
 	return ""
 }
@@ -164,7 +167,7 @@ func TestAcquireOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := addrOf(t, New(r.cat, nil), "app@stale") // a front that has not cached the route
-	if !errors.As(err, &ce) || ce.Code != "57P03" || ce.Message != "the branch was on a lost node" {
+	if !errors.Is(err, errs.ErrLost) || codeOf(err) != "57P03" {
 		t.Fatalf("lost branch: %v", err)
 	}
 }

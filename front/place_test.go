@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/errs"
 	"github.com/pgbranchproxy/pgbranchproxy/proxy"
 )
 
@@ -144,8 +145,7 @@ func TestLostWhileWaiting(t *testing.T) {
 		t.Fatalf("an ephemeral branch lost while its client waited: %#v %v", l, err)
 	}
 	_, err = b.Acquire(ctx, route(t, "app@plain"))
-	var ce *proxy.ClientError
-	if !errors.As(err, &ce) || ce.Message != "the branch was on a lost node" {
+	if !errors.Is(err, errs.ErrLost) {
 		t.Fatalf("a branch lost while its client waited: %v", err)
 	}
 }

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgproto3"
-	"github.com/pgbranchproxy/pgbranchproxy/branches/errs"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
 )
 
@@ -56,6 +56,11 @@ func (e *ClientError) Error() string {
 
 func (e *ClientError) Unwrap() error { return e.Err }
 
+// SQLState, ClientMessage and ClientHint make a ClientError a toldError.
+func (e *ClientError) SQLState() string      { return e.Code }
+func (e *ClientError) ClientMessage() string { return e.Message }
+func (e *ClientError) ClientHint() string    { return e.Hint }
+
 // errProtocol marks a client that broke the protocol.
 var errProtocol = errors.New("protocol violation")
 
@@ -66,15 +71,69 @@ var errTimedOut = errors.New("timed out")
 // errNotSupported marks a request the proxy deliberately does not serve.
 var errNotSupported = errors.New("not supported")
 
+// toldError is an error that says itself what a client is told: the engine's
+// (package branches/errs) and a front's (ClientError). An error of class 58
+// (outside Postgres) is logged with an error id the client is given too.
+type toldError interface {
+	error
+	SQLState() string
+	ClientMessage() string
+	ClientHint() string
+}
+
+// rankedError is a toldError that ranks against others in one chain: a branch
+// on a lost node is fenced too, and the client is told it is lost. The lowest
+// rank is told; an error without one ranks first.
+type rankedError interface {
+	Rank() int
+}
+
+// toldIn is the told error of err's chain with the lowest rank, or nil.
+func toldIn(err error) toldError {
+	var best toldError
+	bestRank := 0
+	var walk func(error)
+	walk = func(err error) {
+		if err == nil {
+			return
+		}
+		if t, ok := err.(toldError); ok {
+			rank := 0
+			if r, ok := err.(rankedError); ok {
+				rank = r.Rank()
+			}
+			if best == nil || rank < bestRank {
+				best, bestRank = t, rank
+			}
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				walk(e)
+			}
+		}
+	}
+	walk(err)
+	return best
+}
+
 // classify is the one mapping from internal errors to what a client sees. Internal
 // details (paths, process ids, wrapped causes) never reach the client: they get an
 // error id that the log line carries too.
 func classify(err error) clientError {
+	if t := toldIn(err); t != nil {
+		ce := clientError{code: t.SQLState(), message: t.ClientMessage(), hint: t.ClientHint()}
+		if strings.HasPrefix(ce.code, "58") {
+			ce.id = newErrorID()
+			ce.detail = "error id " + ce.id
+			ce.hint = joinHint(ce.hint, "the proxy's log has this error id")
+		}
+		return ce
+	}
 	var re *router.Error
-	var ce *ClientError
 	switch {
-	case errors.As(err, &ce):
-		return clientError{code: ce.Code, message: ce.Message, hint: ce.Hint}
 	case errors.As(err, &re):
 		code := codeInvalidDatabase
 		if errors.Is(err, router.ErrInvalidOption) {
@@ -90,69 +149,15 @@ func classify(err error) clientError {
 		return clientError{code: codeInvalidAuthSpec, message: "connection requires SSL", hint: "connect with sslmode=require"}
 	case errors.Is(err, errTooManyClients):
 		return clientError{code: codeTooMany, message: "sorry, too many clients already"}
-	case errors.Is(err, errs.ErrTooManySessions):
-		return clientError{code: codeTooMany, message: "too many sessions on this branch", hint: "close idle sessions or raise --max-sessions"}
 	case errors.Is(err, errProtocol):
 		return clientError{code: codeProtocolViolation, message: err.Error()}
 	case errors.Is(err, errNotSupported):
 		return clientError{code: codeFeatureNotSupp, message: err.Error()}
-	case errors.Is(err, errs.ErrQuota):
-		// The manager's message names the branch and its usage, nothing internal.
-		return clientError{code: codeDiskFull, message: err.Error(), hint: "reset or destroy the branch, or raise its quota with: pgbranchproxy branch set NAME --quota SIZE"}
-	case errors.Is(err, errs.ErrDiskFull):
-		return clientError{code: codeDiskFull, message: "no disk budget left for a new branch", hint: "destroy unused branches or raise --disk-budget"}
-	case errors.Is(err, errs.ErrNoSpace):
-		return clientError{code: codeDiskFull, message: "the disk that holds the branches is full", hint: "reset or destroy branches that filled it"}
-	case errors.Is(err, errs.ErrTooMany):
-		return clientError{code: codeTooMany, message: "too many branches are running and all of them have sessions", hint: "try again when a session ends, or raise --max-running"}
-	// A lost branch may also carry ErrFenced (a write found it lost): say lost.
-	case errors.Is(err, errs.ErrLost):
-		return clientError{code: codeCannotConnectNow, message: "the branch was on a lost node",
-			hint: "its node was declared dead; destroy the branch (pgbranchproxy branch destroy) to use the name again"}
-	case errors.Is(err, errs.ErrNodeLost):
-		return clientError{code: codeCannotConnectNow, message: "this pgbranchproxy node lost its registration in the catalog",
-			hint: "it stopped its branches' servers and serves none until it is restarted"}
-	case errors.Is(err, errs.ErrDraining):
-		return clientError{code: codeCannotConnectNow, message: "this pgbranchproxy node is draining: it takes no new branches",
-			hint: "new branches go to the nodes that are not draining (a front places them there); pgbranchproxy node resume ends the drain"}
-	case errors.Is(err, errs.ErrFenced):
-		return clientError{code: codeCannotConnectNow, message: "the branch is no longer served by this pgbranchproxy node",
-			hint: "another registration of this node owns it in the catalog; restart the server"}
-	case errors.Is(err, errs.ErrLayerMissing):
-		return clientError{code: codeCannotConnectNow, message: "the branch's seed is not on the node that serves it",
-			hint: "it could not be copied from a node that holds it: check that the nodes reach each other's peer address (pgbranchproxy node ls)"}
-	case errors.Is(err, errs.ErrCatalogUnavailable):
-		return clientError{code: codeCannotConnectNow, message: "catalog unavailable",
-			hint: "branches already running still serve; creating or waking one works again when the catalog is back"}
-	case errors.Is(err, errs.ErrNotGone):
-		return clientError{code: codeCannotConnectNow, message: "an ephemeral branch of this name whose last session ended could not be destroyed yet",
-			hint: "try again in a moment; the server's log says what kept it"}
-	case errors.Is(err, errs.ErrNotReady):
-		return clientError{code: codeCannotConnectNow, message: "the branch is still starting up", hint: "try again in a moment"}
-	case errors.Is(err, errs.ErrEnded):
-		return clientError{code: codeAdminShutdown, message: "the branch was stopped or destroyed by an administrator",
-			hint: "connect again: a stopped branch wakes, a destroyed one is created anew"}
-	case errors.Is(err, errs.ErrNotFound):
-		return clientError{code: codeInvalidDatabase, message: "no such source or branch"}
-	case errors.Is(err, errs.ErrClosed):
-		return clientError{code: codeAdminShutdown, message: "the proxy is shutting down"}
-	case errors.Is(err, errs.ErrExists):
-		// Two nodes raced for one new name: the other one has it.
-		return clientError{code: codeCannotConnectNow, message: "the branch is being created elsewhere", hint: "try again in a moment"}
-	case errors.Is(err, errs.ErrBusy):
-		return clientError{code: codeObjectInUse, message: "the branch is in use by other sessions", hint: "pgbranch.reset=on needs the branch to have no other session"}
-	case errors.Is(err, errs.ErrInvalid):
-		return clientError{code: codeInvalidParameter, message: "invalid branch request"}
 	case errors.Is(err, errTimedOut):
-		// Last: a cause the engine named (above) says more than the clock running out.
+		// After the engine's errors: a cause it named says more than the clock
+		// running out.
 		return clientError{code: codeCannotConnectNow, message: "timed out preparing the branch",
 			hint: "try again; the server's --startup-timeout bounds how long a connection waits for its branch"}
-	case errors.Is(err, errs.ErrStartFailed):
-		// Not the client's to mend, and rarely mended by trying again: an
-		// administrator reads why in branch ls or the log.
-		id := newErrorID()
-		return clientError{code: codeSystemError, message: "the branch's server did not start",
-			detail: "error id " + id, hint: "pgbranchproxy branch ls shows why; the proxy's log has this error id", id: id}
 	case errors.Is(err, errDialServer), errors.Is(err, errServerClosed):
 		// The engine said the branch's server runs, and it could not be reached or
 		// hung up before the session started, even after a second try (see
@@ -163,6 +168,14 @@ func classify(err error) clientError {
 	}
 	id := newErrorID()
 	return clientError{code: codeInternal, message: "could not prepare the branch", detail: "error id " + id, id: id}
+}
+
+// joinHint adds more to a hint.
+func joinHint(hint, more string) string {
+	if hint == "" {
+		return more
+	}
+	return hint + "; " + more
 }
 
 func newErrorID() string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,5 +80,63 @@ func TestClassifyOutOfTime(t *testing.T) {
 	inner := fmt.Errorf("wait for postgres to accept connections: %w", context.DeadlineExceeded)
 	if ce := classify(outOfTime(future, inner)); ce.code != "XX000" || ce.id == "" {
 		t.Errorf("an operation's own timeout, with time left: classified as %+v, want an internal error", ce)
+	}
+}
+
+// Each engine error reaches the client with its own SQLSTATE and words, wrapped
+// however deep, and a start that failed outside Postgres carries an error id.
+func TestClassifyEngineErrors(t *testing.T) {
+	for _, tc := range []struct {
+		err        error
+		code, word string
+	}{
+		{errs.ErrNotFound, "3D000", "no such source or branch"},
+		{errs.ErrExists, "57P03", "being created elsewhere"},
+		{errs.ErrNotReady, "57P03", "still starting up"},
+		{errs.ErrBusy, "55006", "in use by other sessions"},
+		{errs.ErrEnded, "57P01", "stopped or destroyed by an administrator"},
+		{errs.ErrNotGone, "57P03", "could not be destroyed yet"},
+		{errs.ErrClosed, "57P01", "shutting down"},
+		{errs.ErrInvalid, "22023", "invalid branch request"},
+		{errs.ErrCatalogUnavailable, "57P03", "catalog unavailable"},
+		{errs.ErrDraining, "57P03", "draining"},
+		{errs.ErrQuota, "53100", "over its disk quota"},
+		{errs.ErrDiskFull, "53100", "no disk budget left"},
+		{errs.ErrNoSpace, "53100", "disk that holds the branches is full"},
+		{errs.ErrTooMany, "53300", "too many branches are running"},
+		{errs.ErrTooManySessions, "53300", "too many sessions on this branch"},
+		{errs.ErrStartFailed, "58000", "did not start"},
+	} {
+		ce := classify(fmt.Errorf("outer: %w", fmt.Errorf("inner: %w", tc.err)))
+		if ce.code != tc.code || !strings.Contains(ce.message, tc.word) {
+			t.Errorf("%v: classified as %+v, want %s and %q", tc.err, ce, tc.code, tc.word)
+		}
+		if (ce.id != "") != (tc.code == "58000") || (ce.id != "" && !strings.Contains(ce.hint, "error id")) {
+			t.Errorf("%v: error id %q, hint %q", tc.err, ce.id, ce.hint)
+		}
+	}
+}
+
+// When one chain holds several engine errors, the client is told of the cause
+// rather than the step it stopped: a start that failed for want of disk is
+// 53100, a shutdown that cut a wait for readiness is 57P01, and a deadline that
+// ran out while the engine named why says why.
+func TestClassifyCauseBeforeStep(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		code string
+		want error
+	}{
+		{fmt.Errorf("start branch: %w: %w", errs.ErrStartFailed, fmt.Errorf("x: %w", errs.ErrNoSpace)), "53100", errs.ErrNoSpace},
+		{fmt.Errorf("branch: %w: %w", errs.ErrNotGone, errs.ErrCatalogUnavailable), "57P03", errs.ErrCatalogUnavailable},
+		{errors.Join(errs.ErrNotReady, errs.ErrClosed), "57P03", errs.ErrNotReady},
+		{fmt.Errorf("%w: %w", errTimedOut, errs.ErrTooMany), "53300", errs.ErrTooMany},
+		{fmt.Errorf("%w: %w", errs.ErrNodeLost, errs.ErrFenced), "57P03", errs.ErrNodeLost},
+	} {
+		ce := classify(tc.err)
+		want := tc.want.(toldError)
+		if ce.code != tc.code || ce.message != want.ClientMessage() {
+			t.Errorf("%v: classified as %+v, want %q", tc.err, ce, want.ClientMessage())
+		}
 	}
 }
