@@ -127,12 +127,10 @@ func (m *Manager) acquire(ctx context.Context, route router.Route, existing bool
 				}
 				continue // the world may have changed while unlocked
 			}
-			if victim, err := m.roomLocked(); err != nil {
-				signal := m.roomSignalLocked()
-				m.mu.Unlock()
-				if waitRoom(ctx, signal, &roomBy) {
-					continue
-				}
+			victim, again, err := m.roomOrWaitLocked(ctx, &roomBy)
+			if again {
+				continue
+			} else if err != nil {
 				return nil, err
 			} else if victim != nil {
 				o = victim
@@ -173,61 +171,24 @@ func (m *Manager) acquire(ctx context.Context, route router.Route, existing bool
 				return nil, fmt.Errorf("%w: cannot reset branch %q: it has %d other sessions", ErrBusy, k.name, b.sessions)
 			}
 			resetDone = true
-			o = m.startOp(b, "reset", func(ctx context.Context) error {
-				start := time.Now()
-				err := m.resetBranch(ctx, b, "reset on connect")
-				if err == nil {
-					m.cfg.Metrics.action("reset", "on_connect")
-					m.cfg.Metrics.took("reset", time.Since(start))
-				}
-				return err
-			})
+			o = m.resetOnConnectLocked(b)
 		case b.rec.State == catalog.Running && b.inst != nil:
 			if limit := m.cfg.MaxSessions; limit > 0 && b.sessions >= limit {
 				m.mu.Unlock()
 				return nil, fmt.Errorf("%w: branch %q has %d", ErrTooManySessions, k.name, b.sessions)
 			}
-			b.sessions++
-			b.peak = max(b.peak, b.sessions)
-			b.hadSession = true
-			l := &Lease{m: m, b: b, socket: b.inst.SocketPath(), Source: source, Branch: route.Branch, Created: created, internal: existing,
-				idleEpoch: b.idleEpoch}
-			if existing {
-				b.internal++
-			}
-			l.use.prev, l.use.at, l.use.inst = b.rec.LastUsedAt, m.now(), b.inst
-			b.rec.LastUsedAt = l.use.at
-			m.running.Get(k)
-			// Only an ephemeral branch's restart needs to know (reconcile).
-			first, id := b.rec.Ephemeral && !b.rec.HadSession, b.rec.ID
-			b.rec.HadSession = b.rec.HadSession || first
-			m.mu.Unlock()
-			if first {
-				m.recordFirstSession(ctx, b, id, k.name)
-			}
-			return l, nil
+			return m.leaseLocked(ctx, b, k, route.Branch, created, existing), nil
 		default:
-			if victim, err := m.roomLocked(); err != nil {
-				signal := m.roomSignalLocked()
-				m.mu.Unlock()
-				if waitRoom(ctx, signal, &roomBy) {
-					continue
-				}
+			victim, again, err := m.roomOrWaitLocked(ctx, &roomBy)
+			if again {
+				continue
+			} else if err != nil {
 				return nil, err
 			} else if victim != nil {
 				o = victim
 				break
 			}
-			o = m.startOp(b, "wake", func(ctx context.Context) error {
-				start := time.Now()
-				err := m.startServer(ctx, b)
-				if err == nil {
-					m.cfg.Metrics.action("wake", "connection")
-					m.cfg.Metrics.took("wake", time.Since(start))
-					m.log.Info("branch woken", zap.String("source", k.source), zap.String("branch", k.name), zap.Duration("took", time.Since(start)))
-				}
-				return err
-			})
+			o = m.wakeLocked(b, k)
 		}
 		m.mu.Unlock()
 		select {
@@ -244,6 +205,75 @@ func (m *Manager) acquire(ctx context.Context, route router.Route, existing bool
 			return nil, fmt.Errorf("branch %q: %w (%v)", route.Branch, ErrNotReady, context.Cause(ctx))
 		}
 	}
+}
+
+// roomOrWaitLocked is roomLocked for a connection: when no branch can make room,
+// it unlocks m.mu and waits for some (waitRoom), saying whether to look again,
+// or returns roomLocked's error once the wait is over. m.mu is held.
+func (m *Manager) roomOrWaitLocked(ctx context.Context, roomBy *time.Time) (victim *op, again bool, err error) {
+	victim, err = m.roomLocked()
+	if err == nil {
+		return victim, false, nil
+	}
+	signal := m.roomSignalLocked()
+	m.mu.Unlock()
+	if waitRoom(ctx, signal, roomBy) {
+		return nil, true, nil
+	}
+	return nil, false, err
+}
+
+// leaseLocked gives a session of b, running, a lease, and unlocks m.mu. route
+// names the branch as the client did; created says this acquisition made it;
+// existing marks the engine's own work (acquireExisting).
+func (m *Manager) leaseLocked(ctx context.Context, b *branch, k key, branch string, created, existing bool) *Lease {
+	b.sessions++
+	b.peak = max(b.peak, b.sessions)
+	b.hadSession = true
+	l := &Lease{m: m, b: b, socket: b.inst.SocketPath(), Source: k.source, Branch: branch, Created: created, internal: existing,
+		idleEpoch: b.idleEpoch}
+	if existing {
+		b.internal++
+	}
+	l.use.prev, l.use.at, l.use.inst = b.rec.LastUsedAt, m.now(), b.inst
+	b.rec.LastUsedAt = l.use.at
+	m.running.Get(k)
+	// Only an ephemeral branch's restart needs to know (reconcile).
+	first, id := b.rec.Ephemeral && !b.rec.HadSession, b.rec.ID
+	b.rec.HadSession = b.rec.HadSession || first
+	m.mu.Unlock()
+	if first {
+		m.recordFirstSession(ctx, b, id, k.name)
+	}
+	return l
+}
+
+// resetOnConnectLocked starts resetting b for a client that asked for it
+// (pgbranch.reset=on). m.mu is held and b has no other session.
+func (m *Manager) resetOnConnectLocked(b *branch) *op {
+	return m.startOp(b, "reset", func(ctx context.Context) error {
+		start := time.Now()
+		err := m.resetBranch(ctx, b, "reset on connect")
+		if err == nil {
+			m.cfg.Metrics.action("reset", "on_connect")
+			m.cfg.Metrics.took("reset", time.Since(start))
+		}
+		return err
+	})
+}
+
+// wakeLocked starts b's stopped server for a client. m.mu is held.
+func (m *Manager) wakeLocked(b *branch, k key) *op {
+	return m.startOp(b, "wake", func(ctx context.Context) error {
+		start := time.Now()
+		err := m.startServer(ctx, b)
+		if err == nil {
+			m.cfg.Metrics.action("wake", "connection")
+			m.cfg.Metrics.took("wake", time.Since(start))
+			m.log.Info("branch woken", zap.String("source", k.source), zap.String("branch", k.name), zap.Duration("took", time.Since(start)))
+		}
+		return err
+	})
 }
 
 // quotaError says what happens to a branch over its quota.
