@@ -327,6 +327,52 @@ func (m *Manager) startServerWith(ctx context.Context, b *branch, ready serverRe
 			}
 		}()
 	}
+	if err := m.mountBranch(ctx, b, rec, seedRec, l); err != nil {
+		return err
+	}
+	spec, err := m.serverSpec(rec, seedRec, l)
+	if err != nil {
+		return err
+	}
+	if err := m.placeServer(ctx, rec, &spec); err != nil {
+		return err
+	}
+	if err := m.fault(failpoint.PGStart, b); err != nil {
+		return err
+	}
+	inst, err := m.cfg.Runtime.Start(ctx, spec)
+	if err != nil {
+		return fmt.Errorf("start branch %q: %w: %w", rec.Name, ErrStartFailed, err)
+	}
+	mode := m.cowMode(l, rec.Name)
+	m.mu.Lock()
+	b.inst = inst
+	m.running.Add(key{rec.Source, rec.Name}, struct{}{})
+	m.mu.Unlock()
+	go m.watchExit(b, inst)
+	if err := m.save(ctx, b, "server ready", func(r *catalog.Branch) {
+		r.State, r.PID, r.CowMode, r.Error = catalog.Running, inst.PID(), mode, ""
+		if ready.also != nil {
+			ready.also(r)
+		}
+	}); err != nil {
+		return err
+	}
+	if !ready.rolesKnown {
+		if err := m.refreshRoles(ctx, b); err != nil {
+			m.log.Warn("read branch roles", zap.String("branch", rec.Name), zap.Error(err))
+		}
+	}
+	m.mu.Lock()
+	b.rolesAt = m.now()
+	m.mu.Unlock()
+	return nil
+}
+
+// mountBranch mounts b's layers at its data directory, unless they are mounted:
+// the seed pulled here first if another node built it, and a new branch of a
+// seed given the seed's last WAL segment.
+func (m *Manager) mountBranch(ctx context.Context, b *branch, rec catalog.Branch, seedRec catalog.Seed, l layout) error {
 	u := m.cfg.User
 	if mounted, err := overlay.IsMounted(l.data); err != nil {
 		return err
@@ -351,26 +397,32 @@ func (m *Manager) startServerWith(ctx context.Context, b *branch, ready serverRe
 			return err
 		}
 	}
+	return nil
+}
+
+// serverSpec is how b's server starts: its run directory made, its access
+// rules written, and the settings of a branch, a pool member and the operator.
+func (m *Manager) serverSpec(rec catalog.Branch, seedRec catalog.Seed, l layout) (runtime.Spec, error) {
+	u := m.cfg.User
 	if err := os.MkdirAll(l.run, 0o700); err != nil {
-		return err
+		return runtime.Spec{}, err
 	}
 	if err := os.Chown(l.run, u.UID, u.GID); err != nil {
-		return err
+		return runtime.Spec{}, err
 	}
 	hba, ident, err := seed.WriteTrustHBA(l.dir)
 	if err != nil {
-		return err
+		return runtime.Spec{}, err
 	}
 	// Reconcile has stopped every server of this state directory, and operations on a
 	// branch are serialised, so a lock file here is stale.
 	os.Remove(filepath.Join(l.data, "postmaster.pid"))
-	probe := filepath.Join(l.run, "lazyrw.active")
-	os.Remove(probe)
+	os.Remove(l.probe())
 	settings := seed.ServerSettings(hba, ident)
 	if rec.Pooled { // without autovacuum until claimed (poolvacuum.go)
 		conf, err := m.poolConf(l.dir, l.data)
 		if err != nil {
-			return err
+			return runtime.Spec{}, err
 		}
 		if conf != "" {
 			settings["config_file"] = conf
@@ -394,47 +446,22 @@ func (m *Manager) startServerWith(ctx context.Context, b *branch, ready serverRe
 		Settings:  settings,
 	}
 	if m.cfg.ShimPath != "" {
-		spec.Env = []string{"LD_PRELOAD=" + m.cfg.ShimPath, "LAZYRW_PROBE_FILE=" + probe}
+		spec.Env = []string{"LD_PRELOAD=" + m.cfg.ShimPath, "LAZYRW_PROBE_FILE=" + l.probe()}
 	}
-	if err := m.placeServer(ctx, rec, &spec); err != nil {
-		return err
+	return spec, nil
+}
+
+// cowMode says whether the lazyrw shim loaded in the server just started: it
+// writes a probe file when it does.
+func (m *Manager) cowMode(l layout, name string) string {
+	if _, err := os.Stat(l.probe()); err == nil {
+		return CowLazyRW
 	}
-	if err := m.fault(failpoint.PGStart, b); err != nil {
-		return err
-	}
-	inst, err := m.cfg.Runtime.Start(ctx, spec)
-	if err != nil {
-		return fmt.Errorf("start branch %q: %w: %w", rec.Name, ErrStartFailed, err)
-	}
-	mode := CowEager
-	if _, err := os.Stat(probe); err == nil {
-		mode = CowLazyRW
-	} else if m.cfg.ShimPath != "" {
+	if m.cfg.ShimPath != "" {
 		m.log.Warn("lazyrw shim did not load; branch runs eager (reads copy files up)",
-			zap.String("branch", rec.Name), zap.String("shim", m.cfg.ShimPath))
+			zap.String("branch", name), zap.String("shim", m.cfg.ShimPath))
 	}
-	m.mu.Lock()
-	b.inst = inst
-	m.running.Add(key{rec.Source, rec.Name}, struct{}{})
-	m.mu.Unlock()
-	go m.watchExit(b, inst)
-	if err := m.save(ctx, b, "server ready", func(r *catalog.Branch) {
-		r.State, r.PID, r.CowMode, r.Error = catalog.Running, inst.PID(), mode, ""
-		if ready.also != nil {
-			ready.also(r)
-		}
-	}); err != nil {
-		return err
-	}
-	if !ready.rolesKnown {
-		if err := m.refreshRoles(ctx, b); err != nil {
-			m.log.Warn("read branch roles", zap.String("branch", rec.Name), zap.Error(err))
-		}
-	}
-	m.mu.Lock()
-	b.rolesAt = m.now()
-	m.mu.Unlock()
-	return nil
+	return CowEager
 }
 
 // watchExit records a server that exits while the branch is meant to be running.

@@ -391,6 +391,9 @@ func (m *Manager) layoutOf(id int64) layout {
 		data: filepath.Join(d, "data"), run: filepath.Join(d, "run"), log: filepath.Join(d, "postgres.log")}
 }
 
+// probe is the file the lazyrw shim writes in a server it loaded in.
+func (l layout) probe() string { return filepath.Join(l.run, "lazyrw.active") }
+
 func (m *Manager) now() time.Time { return time.Now().UTC() }
 
 // ServerInfo describes how this manager runs branches.
