@@ -281,45 +281,7 @@ func connectPerTxn(ctx context.Context, e *env, warm, cold *proxyServer, bouncer
 // IntegreSQL fills its pool while tests compile), ephemeral branches without a
 // pool, template clones, and one shared database.
 func testSuites(ctx context.Context, e *env, warm, cold *proxyServer, d *dataset, rep *report) error {
-	const tests, workers = 200, 4
-	body := func(c *pgx.Conn, i int) error {
-		for j := range 3 {
-			if _, err := c.Exec(ctx, "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES ($1, 1, $2, 1, now())", i, j); err != nil {
-				return err
-			}
-		}
-		var n int64
-		return c.QueryRow(ctx, "SELECT count(*) FROM pgbench_history WHERE tid = $1", i).Scan(&n)
-	}
-	run := func(test func(i int) error) (time.Duration, error) {
-		start := time.Now()
-		next := make(chan int)
-		errs := make(chan error, workers)
-		for range workers {
-			go func() {
-				for i := range next {
-					if err := test(i); err != nil {
-						errs <- err
-						for range next {
-						}
-						return
-					}
-				}
-				errs <- nil
-			}()
-		}
-		for i := range tests {
-			next <- i
-		}
-		close(next)
-		var first error
-		for range workers {
-			if err := <-errs; err != nil && first == nil {
-				first = err
-			}
-		}
-		return time.Since(start), first
-	}
+	body := func(c *pgx.Conn, i int) error { return suiteTest(ctx, c, i) }
 	onBranch := func(p *proxyServer, prefix string) func(i int) error {
 		return func(i int) error {
 			c, err := pgx.Connect(ctx, p.dsn(fmt.Sprintf("%s@%s-%d", d.name, prefix, i))+" options='-c pgbranch.ephemeral=on'")
@@ -413,7 +375,7 @@ func testSuites(ctx context.Context, e *env, warm, cold *proxyServer, d *dataset
 			}
 			rep.add(row{Name: "pool_fill_200_s", Unit: "s", Value: time.Since(start).Seconds(), N: 1, Note: "source set --warm 200 until 200 are pooled"})
 		}
-		dur, err := run(s.test)
+		dur, err := runSuite(suiteTests, suiteWorkers, s.test)
 		if err != nil {
 			return fmt.Errorf("test suite %s: %w", s.name, err)
 		}
@@ -426,4 +388,50 @@ func testSuites(ctx context.Context, e *env, warm, cold *proxyServer, d *dataset
 	}
 	rep.quotient("test_suite_ratio/pooled_branches_vs_template", "test_suite_200_s/pooled_branches", "test_suite_200_s/template_clone", "wall time, same run")
 	return nil
+}
+
+// The per-test suite: suiteTests tests, suiteWorkers at a time.
+const suiteTests, suiteWorkers = 200, 4
+
+// suiteTest is one test of the suite: 3 small writes and a SELECT on c.
+func suiteTest(ctx context.Context, c *pgx.Conn, i int) error {
+	for j := range 3 {
+		if _, err := c.Exec(ctx, "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES ($1, 1, $2, 1, now())", i, j); err != nil {
+			return err
+		}
+	}
+	var n int64
+	return c.QueryRow(ctx, "SELECT count(*) FROM pgbench_history WHERE tid = $1", i).Scan(&n)
+}
+
+// runSuite runs test(0) to test(tests-1) on workers goroutines and returns the
+// wall time and the first error; after an error, a worker takes no more tests.
+func runSuite(tests, workers int, test func(i int) error) (time.Duration, error) {
+	start := time.Now()
+	next := make(chan int)
+	errs := make(chan error, workers)
+	for range workers {
+		go func() {
+			for i := range next {
+				if err := test(i); err != nil {
+					errs <- err
+					for range next {
+					}
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for i := range tests {
+		next <- i
+	}
+	close(next)
+	var first error
+	for range workers {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return time.Since(start), first
 }
