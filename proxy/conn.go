@@ -573,7 +573,9 @@ func (s *Server) relaySession(conn, raw net.Conn, e *ending, keepClient bool, af
 		log.Warn("take back server connection", zap.Error(err))
 		return relayOutcome{end: relayClosed}, false
 	}
-	stalled, keep := relay(conn, sc.Conn, s.cfg.WriteTimeout, track)
+	ends := s.relayStarts()
+	stalled, keep := relay(conn, sc.Conn, s.cfg.WriteTimeout, track, s.stopRelays)
+	ends()
 	if stalled {
 		log.Info("client stopped reading: session cut off", zap.Duration("write_timeout", s.cfg.WriteTimeout))
 		abort(raw)

@@ -3,11 +3,15 @@ package proxy_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/pgbranchproxy/pgbranchproxy/proxy"
 )
 
 // TestIsolation: clients that break the protocol do not disturb a session.
@@ -123,33 +127,57 @@ func TestMaxClientConns(t *testing.T) {
 
 // TestShutdownSays57P01: a relayed session the proxy closes at the end of its
 // grace is told so with FATAL 57P01, as Postgres tells one at a fast shutdown,
-// rather than having its connection dropped (on the epoll pump; the goroutine
-// relay closes its sessions without a word).
+// rather than having its connection dropped, on either relay.
 func TestShutdownSays57P01(t *testing.T) {
+	relays(t, func(t *testing.T, goroutine bool) {
+		p, _, _ := setup(t, reuseConfig(goroutine), scriptOK, nil)
+		c := p.dial(t)
+		if res := rawLogin(t, c, pgproto3.ProtocolVersion30, map[string]string{"user": "u", "database": "app@feat"}); res.err != nil {
+			t.Fatalf("login: %v", res.err)
+		}
+		// A query answered: the session is on the relay.
+		fe := pgproto3.NewFrontend(c, c)
+		fe.Send(&pgproto3.Query{String: "select 1"})
+		if err := fe.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(within))
+		for {
+			msg, err := fe.Receive()
+			if err != nil {
+				t.Fatalf("query: %v", err)
+			}
+			if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
+				break
+			}
+		}
+		p.shutdown(0)
+		if er := parseError(t, readUntilClosed(t, c)); er.Code != "57P01" || er.Severity != "FATAL" {
+			t.Errorf("told %s %s %q at shutdown, want FATAL 57P01", er.Severity, er.Code, er.Message)
+		}
+	})
+}
+
+// A TLS session, which goroutines relay whatever the relay, is told 57P01 too.
+func TestShutdownSays57P01TLS(t *testing.T) {
 	t.Parallel()
-	p, _, _ := setup(t, reuseConfig(false), scriptOK, nil)
-	c := p.dial(t)
-	if res := rawLogin(t, c, pgproto3.ProtocolVersion30, map[string]string{"user": "u", "database": "app@feat"}); res.err != nil {
-		t.Fatalf("login: %v", res.err)
-	}
-	// A query answered: the session is on the relay.
-	fe := pgproto3.NewFrontend(c, c)
-	fe.Send(&pgproto3.Query{String: "select 1"})
-	if err := fe.Flush(); err != nil {
+	cfg := reuseConfig(false)
+	cfg.TLS, cfg.TLSMode = selfSigned(t), proxy.TLSAllow
+	p, _, _ := setup(t, cfg, scriptOK, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	conn, err := pgconn.Connect(ctx, fmt.Sprintf("host=127.0.0.1 port=%s user=u dbname=app@feat sslmode=require", p.port))
+	if err != nil {
 		t.Fatal(err)
 	}
-	c.SetReadDeadline(time.Now().Add(within))
-	for {
-		msg, err := fe.Receive()
-		if err != nil {
-			t.Fatalf("query: %v", err)
-		}
-		if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
-			break
-		}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "select 1").ReadAll(); err != nil {
+		t.Fatal(err)
 	}
 	p.shutdown(0)
-	if er := parseError(t, readUntilClosed(t, c)); er.Code != "57P01" || er.Severity != "FATAL" {
-		t.Errorf("told %s %s %q at shutdown, want FATAL 57P01", er.Severity, er.Code, er.Message)
+	_, err = conn.Exec(ctx, "select 1").ReadAll()
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "57P01" || pe.Severity != "FATAL" {
+		t.Errorf("after shutdown: %v, want FATAL 57P01", err)
 	}
 }

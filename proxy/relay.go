@@ -20,7 +20,11 @@ var errTerminated = errors.New("client terminated the session")
 // on, and when the client ends the session while the server session is idle
 // (keep), the backend is left open and unread for the caller to reset and reuse.
 // Otherwise the backend is closed.
-func relay(client, backend net.Conn, writeTimeout time.Duration, track *sessionTrack) (stalled, keep bool) {
+//
+// When stop is closed (the proxy is closing), relay ends the session: a tracked
+// one whose server's messages have reached the client whole is told so first
+// (shutdownNotice), within stopNoticeWait.
+func relay(client, backend net.Conn, writeTimeout time.Duration, track *sessionTrack, stop <-chan struct{}) (stalled, keep bool) {
 	toBackend, toClient := make(chan error, 1), make(chan error, 1)
 	go func() { toBackend <- copyTo(backend, client, 0, clientSide(track)) }()
 	go func() { toClient <- copyTo(client, backend, writeTimeout, serverSide(track)) }()
@@ -43,9 +47,23 @@ func relay(client, backend net.Conn, writeTimeout time.Duration, track *sessionT
 		backend.Close()
 		client.SetReadDeadline(time.Now())
 		<-toBackend
+	case <-stop:
+		backend.SetReadDeadline(time.Now())
+		client.SetWriteDeadline(time.Now().Add(stopNoticeWait))
+		err := <-toClient
+		if track != nil && !errors.Is(err, errWrite) && track.server.atBoundary() {
+			client.Write(shutdownNotice())
+		}
+		backend.Close()
+		client.SetReadDeadline(time.Now())
+		<-toBackend
 	}
 	return stalled, keep
 }
+
+// stopNoticeWait bounds how long a closing proxy waits for a client on the
+// goroutine relay to take what its server sent and the notice after it.
+const stopNoticeWait = time.Second
 
 // errWrite marks a failure to write to the copy's destination.
 var errWrite = errors.New("write")
@@ -105,9 +123,6 @@ func copyTo(dst, src net.Conn, timeout time.Duration, filter func([]byte) (int, 
 				dst.SetWriteDeadline(time.Now().Add(timeout))
 			}
 			if _, err := dst.Write(w); err != nil {
-				if errors.Is(err, os.ErrDeadlineExceeded) {
-					return err
-				}
 				return errors.Join(errWrite, err)
 			}
 		}

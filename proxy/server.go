@@ -188,6 +188,10 @@ type Server struct {
 	keptWaiting map[net.Conn]struct{}
 	closing     bool // set by Shutdown before it waits; track refuses from then on
 	wg          sync.WaitGroup
+	// stopRelays, closed when Shutdown's wait is over, ends the sessions the
+	// goroutine relay carries (relay.go); relaying counts them.
+	stopRelays chan struct{}
+	relaying   sync.WaitGroup
 }
 
 // New returns a Server.
@@ -259,7 +263,8 @@ func New(cfg Config, b Branches, log *zap.Logger) (*Server, error) {
 	secret := make([]byte, 32)
 	rand.Read(secret)
 	s := &Server{cfg: cfg, branches: b, log: log, cancels: newCancels(), failures: newFailures(cfg.FailedLogins, time.Minute),
-		fakeSecret: secret, conns: map[net.Conn]struct{}{}, keptWaiting: map[net.Conn]struct{}{}, relayStats: newRelayStats(cfg.Relay)}
+		fakeSecret: secret, conns: map[net.Conn]struct{}{}, keptWaiting: map[net.Conn]struct{}{}, relayStats: newRelayStats(cfg.Relay),
+		stopRelays: make(chan struct{})}
 	if err := s.startKernelRelay(); err != nil {
 		return nil, err
 	}
@@ -354,6 +359,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 	case <-done:
 	case <-ctx.Done():
 	}
+	s.endRelays()
 	s.mu.Lock()
 	conns := s.conns
 	s.conns = nil
@@ -363,6 +369,36 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}
 	s.closePumps()
 	<-done
+}
+
+// endRelays ends the sessions on the goroutine relay, each told why at a message
+// boundary (as the pumps tell theirs, pump_stop.go), and waits for them a moment:
+// a client that does not take the notice is closed all the same.
+func (s *Server) endRelays() {
+	s.mu.Lock()
+	close(s.stopRelays)
+	s.mu.Unlock()
+	ended := make(chan struct{})
+	go func() { s.relaying.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(2 * stopNoticeWait):
+	}
+}
+
+// relayStarts counts a session the goroutine relay starts to carry, unless
+// endRelays has begun (the session then ends at once), and returns what to call
+// when it ends.
+func (s *Server) relayStarts() (ends func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.stopRelays:
+		return func() {}
+	default:
+		s.relaying.Add(1)
+		return s.relaying.Done
+	}
 }
 
 // Drain stops taking connections (Serve's context should be done first) and waits
