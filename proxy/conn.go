@@ -228,6 +228,7 @@ func (s *Server) refuseStart(conn net.Conn, lease Lease, err error, log *zap.Log
 		err = errNodeSilent(err)
 	}
 	if errors.As(err, &be) {
+		s.Stats.countRefused(be.code)
 		conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
 		conn.Write(be.msg)
 		log.Info("branch server refused the session", zap.String("sqlstate", be.code), zap.String("message", be.text))
@@ -917,8 +918,8 @@ func (s *Server) handleCancel(body []byte, log *zap.Logger) {
 // refuse tells the client why it cannot connect, logging internal errors once with
 // the id the client sees.
 func (s *Server) refuse(conn net.Conn, log *zap.Logger, err error) {
-	s.Stats.Refused.Add(1)
 	ce := classify(err)
+	s.Stats.countRefused(ce.code)
 	if ce.id != "" {
 		log.Error("connection failed", zap.String("error_id", ce.id), zap.Error(err))
 	} else if c := log.Check(zap.InfoLevel, "connection refused"); c != nil {

@@ -92,6 +92,41 @@ func TestLoginErrors(t *testing.T) {
 			if n := p.srv.Stats.Refused.Load(); n != 1 {
 				t.Errorf("Stats.Refused = %d, want 1", n)
 			}
+			checkRefusedBy(t, p, tt.wantCode)
+		})
+	}
+}
+
+// checkRefusedBy checks that the proxy counted one refused connection, under code.
+func checkRefusedBy(t *testing.T, p *testProxy, code string) {
+	t.Helper()
+	by := p.srv.Stats.RefusedBy()
+	if by[code] != 1 {
+		t.Errorf("RefusedBy()[%s] = %d, want 1 (%v)", code, by[code], by)
+	}
+	var sum int64
+	for _, n := range by {
+		sum += n
+	}
+	if sum != 1 {
+		t.Errorf("RefusedBy() counts %d refusals, want 1 (%v)", sum, by)
+	}
+}
+
+// A branch server's own refusal, passed on to the client, is counted under its
+// SQLSTATE as the proxy's own are: an operator tells a server out of processes or
+// connection slots from a failed login by the metric alone.
+func TestBackendRefusalCounted(t *testing.T) {
+	t.Parallel()
+	for script, code := range map[string]string{scriptErrorAfterKey: "53300", scriptForkFailed: "53000", scriptAuthError: "28P01"} {
+		t.Run(script, func(t *testing.T) {
+			t.Parallel()
+			p, _, _ := setup(t, defaultConfig(), script, nil)
+			_, err := p.connect(t, "dbname=app@feat")
+			if pe := pgError(t, err); pe.Code != code {
+				t.Fatalf("SQLSTATE = %s (%q), want %s", pe.Code, pe.Message, code)
+			}
+			checkRefusedBy(t, p, code)
 		})
 	}
 }

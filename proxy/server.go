@@ -155,6 +155,8 @@ type Config struct {
 
 // Stats are the proxy's connection counters.
 type Stats struct {
+	// Refused counts connections refused with an error, whatever its SQLSTATE
+	// (RefusedBy counts them by it).
 	Accepted, Active, Refused, Cancels atomic.Int64
 	// ServersOpened counts server sessions started for clients; ServersReused,
 	// sessions handed out again after a reset (or opened ahead by the engine).
@@ -162,6 +164,8 @@ type Stats struct {
 	// ConnsKept counts sessions whose connection to their node was kept for
 	// another session (a front's).
 	ConnsKept atomic.Int64
+
+	refused refusedCounts
 }
 
 // Server accepts Postgres clients and relays them to branches.

@@ -27,8 +27,6 @@ func newMetricsHandler(m *branches.Metrics, st *proxy.Stats, rs *proxy.RelayStat
 			func() float64 { return float64(st.Accepted.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pgbranch_proxy_connections_active", Help: "Client connections open now."},
 			func() float64 { return float64(st.Active.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pgbranch_proxy_refused_total", Help: "Client connections refused with an error."},
-			func() float64 { return float64(st.Refused.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pgbranch_proxy_cancel_requests_total", Help: "Cancel requests received."},
 			func() float64 { return float64(st.Cancels.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pgbranch_proxy_server_sessions_opened_total", Help: "Server sessions started for clients (a backend fork each)."},
@@ -38,7 +36,7 @@ func newMetricsHandler(m *branches.Metrics, st *proxy.Stats, rs *proxy.RelayStat
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pgbranch_proxy_node_connections_kept_total", Help: "Sessions through a front whose connection to their node was kept for a later session."},
 			func() float64 { return float64(st.ConnsKept.Load()) }),
 	)
-	reg.MustRegister(relayCollector{rs})
+	reg.MustRegister(relayCollector{rs}, refusedCollector{st})
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 
