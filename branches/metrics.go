@@ -1,6 +1,7 @@
 package branches
 
 import (
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,7 +28,7 @@ func NewMetrics() *Metrics {
 		}, []string{"action", "reason"}),
 		durations: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "pgbranch_branch_action_seconds",
-			Help:    "How long branch creations, wakes and resets took.",
+			Help:    actionSecondsHelp(),
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"action"}),
 		byState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -46,6 +47,29 @@ func NewMetrics() *Metrics {
 			Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5},
 		}),
 	}
+}
+
+// timedActions are the actions pgbranch_branch_action_seconds times (its action
+// label), each with what it times.
+func timedActions() [][2]string {
+	return [][2]string{
+		{"create", "a branch created for its first session"},
+		{"wake", "a stopped branch started for a session"},
+		{"reset", "a branch reset, on connect, by the reaper or by an administrator"},
+		{"stop", "a branch stopped by an administrator"},
+		{"destroy", "a branch destroyed by an administrator"},
+		{"pool_refill", "a warm pool member created"},
+		{"seed_copy", "a seed copied from another node"},
+	}
+}
+
+// actionSecondsHelp is pgbranch_branch_action_seconds' help: every action it times.
+func actionSecondsHelp() string {
+	var parts []string
+	for _, a := range timedActions() {
+		parts = append(parts, a[0]+" ("+a[1]+")")
+	}
+	return "How long branch actions took, by action: " + strings.Join(parts, ", ") + "."
 }
 
 // Collectors lists the collectors to register.
