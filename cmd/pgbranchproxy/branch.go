@@ -148,7 +148,7 @@ func newBranchSet(g *globalFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&source, "source", "", "source of the branch (when the name exists in several)")
-	cmd.Flags().Var(ttlFlag{&ttl}, "ttl", "destroy after this long without a session (90m, 12h, 7d); 0: the server's default")
+	cmd.Flags().Var(durationFlag{p: &ttl}, "ttl", "destroy after this long without a session (90m, 12h, 7d); 0: the server's default")
 	cmd.Flags().Var(sizeFlag{&quota}, "quota", "bytes the branch may own, e.g. 2GB; 0: the server's default")
 	cmd.Flags().BoolVar(&ephemeral, "ephemeral", false, "true: destroy the branch when its last session ends (at once if it has none open and has had one since serve started or was claimed from the pool); false: keep it")
 	addLimitFlags(cmd.Flags(), &limits)

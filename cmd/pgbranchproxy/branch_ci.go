@@ -132,7 +132,7 @@ func newBranchCreate(g *globalFlags) *cobra.Command {
 	}
 	cf.register(cmd)
 	cmd.Flags().StringVar(&req.From, "from", "", "parent branch (default: the seed)")
-	cmd.Flags().Var(ttlFlag{(*time.Duration)(&req.TTL)}, "ttl", "destroy the branch after this long without a session: 90m, 12h, 7d (default: the server's --ttl)")
+	cmd.Flags().Var(durationFlag{p: (*time.Duration)(&req.TTL)}, "ttl", "destroy the branch after this long without a session: 90m, 12h, 7d (default: the server's --ttl)")
 	cmd.Flags().Var(sizeFlag{&req.Quota}, "quota", "bytes the branch may own, e.g. 2GB (default: the server's --quota)")
 	cmd.Flags().BoolVar(&req.Ephemeral, "ephemeral", false, "destroy the branch when its last session ends")
 	cmd.Flags().BoolVar(&ifNotExists, "if-not-exists", false, "succeed, with created false, when the branch exists (it is left as it is)")

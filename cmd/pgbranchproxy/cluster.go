@@ -47,7 +47,7 @@ func newClusterInit() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "directory for the CA's files")
-	cmd.Flags().DurationVar(&opt.Lifetime, "lifetime", cluster.DefaultCALifetime, "how long the CA is valid")
+	durationVar(cmd.Flags(), &opt.Lifetime, "lifetime", cluster.DefaultCALifetime, "how long the CA is valid")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.MarkFlagRequired("dir")
 	return cmd
@@ -89,7 +89,7 @@ func newClusterIssue() *cobra.Command {
 	cmd.Flags().StringVar(&role, "role", "", "front or node")
 	cmd.Flags().StringVar(&req.Name, "name", "", "the member's name (a-z, 0-9, '.', '_', '-'); a front checks a node's")
 	cmd.Flags().StringSliceVar(&req.Hosts, "host", nil, "DNS name or IP address of the member, as a SAN (repeatable)")
-	cmd.Flags().DurationVar(&req.Lifetime, "lifetime", cluster.DefaultMemberLifetime, "how long the certificate is valid (at most until the CA expires)")
+	durationVar(cmd.Flags(), &req.Lifetime, "lifetime", cluster.DefaultMemberLifetime, "how long the certificate is valid (at most until the CA expires)")
 	cmd.Flags().BoolVar(&req.Force, "force", false, "replace a member of the same role and name")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	for _, f := range []string{"dir", "role", "name"} {

@@ -49,7 +49,7 @@ func TestClusterCommands(t *testing.T) {
 		{"unknown role", []string{"issue", "--dir", dir, "--role", "admin", "--name", "x"}, "unknown role", exitUsage},
 		{"bad name", []string{"issue", "--dir", dir, "--role", "node", "--name", "../x"}, "member name", exitUsage},
 		{"bad host", []string{"issue", "--dir", dir, "--role", "node", "--name", "x", "--host", "a b"}, "host", exitUsage},
-		{"negative lifetime", []string{"init", "--dir", t.TempDir(), "--lifetime", "-1h"}, "negative lifetime", exitUsage},
+		{"negative lifetime", []string{"init", "--dir", t.TempDir(), "--lifetime", "-1h"}, "negative duration", exitUsage},
 		{"no CA", []string{"issue", "--dir", t.TempDir(), "--role", "node", "--name", "x"}, "cluster init", exitNotFound},
 		{"no name", []string{"issue", "--dir", dir, "--role", "node"}, `"name" not set`, exitError},
 	}

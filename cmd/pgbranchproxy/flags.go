@@ -3,9 +3,11 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/router"
+	"github.com/spf13/pflag"
 )
 
 // sizeFlag is a flag holding a byte count written like 500MB or 2GB.
@@ -39,11 +41,16 @@ func (f sizeFlag) Set(s string) error {
 
 func (f sizeFlag) Type() string { return "size" }
 
-// ttlFlag is a flag holding a time to live written as pgbranch.ttl takes it: a
-// duration (90m, 12h), days (7d) or whole seconds (3600); never negative.
-type ttlFlag struct{ p *time.Duration }
+// durationFlag is a flag holding a duration written as pgbranch.ttl takes it, the
+// same for every duration flag: a Go duration (90s, 10m, 1h30m), days (7d) or
+// whole seconds (3600); never negative. positive refuses 0 too, for a flag to
+// which 0 means nothing (an interval, a timeout).
+type durationFlag struct {
+	p        *time.Duration
+	positive bool
+}
 
-func (f ttlFlag) String() string {
+func (f durationFlag) String() string {
 	if f.p == nil || *f.p == 0 {
 		return "0" // what the help takes for no default
 	}
@@ -53,13 +60,32 @@ func (f ttlFlag) String() string {
 	return f.p.String()
 }
 
-func (f ttlFlag) Set(s string) error {
-	d, ok := router.ParseTTL(s)
-	if !ok {
-		return fmt.Errorf("%q is not a time to live: use e.g. 90m, 12h, 7d or a number of seconds", s)
+func (f durationFlag) Set(s string) error {
+	v := strings.TrimSpace(s)
+	d, ok := router.ParseTTL(v)
+	switch {
+	case !ok && strings.HasPrefix(v, "-"):
+		return fmt.Errorf("%q is a negative duration: want 0 or more, e.g. 90s, 10m, 12h or 7d", s)
+	case !ok:
+		return fmt.Errorf("%q is not a duration: use e.g. 90s, 10m, 12h, 7d or a number of seconds", s)
+	}
+	if d == 0 && f.positive {
+		return fmt.Errorf("%q: want more than 0, e.g. 10s", s)
 	}
 	*f.p = d
 	return nil
 }
 
-func (f ttlFlag) Type() string { return "duration" }
+func (f durationFlag) Type() string { return "duration" }
+
+// durationVar defines a duration flag (durationFlag) with a default.
+func durationVar(fl *pflag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	fl.Var(durationFlag{p: p}, name, usage)
+}
+
+// positiveDurationVar defines a duration flag that refuses 0.
+func positiveDurationVar(fl *pflag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	fl.Var(durationFlag{p: p, positive: true}, name, usage)
+}

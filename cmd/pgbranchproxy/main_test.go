@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
 
@@ -128,5 +129,50 @@ func TestListenNeedsAddress(t *testing.T) {
 		if err := checkProxyFlags(f, false); (err == nil) != ok {
 			t.Errorf("--listen %q: %v", listen, err)
 		}
+	}
+}
+
+// Every duration flag of every command takes a duration as --ttl does, days
+// included (idle-stop = 7d in a config file), and refuses a negative one; those to
+// which 0 means nothing (an interval, a timeout) refuse it instead of taking their
+// default in silence.
+func TestDurationFlagsAgree(t *testing.T) {
+	positive := map[string]bool{"client-write-timeout": true, "startup-timeout": true, "create-timeout": true,
+		"reap-interval": true, "node-dead-after": true, "server-idle-timeout": true}
+	seen := 0
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if f.Value.Type() != "duration" {
+				return
+			}
+			seen++
+			name := c.CommandPath() + " --" + f.Name
+			if err := f.Value.Set("7d"); err != nil || f.Value.String() != "7d" {
+				t.Errorf("%s 7d: %v (reads back %s)", name, err, f.Value.String())
+			}
+			if err := f.Value.Set("1d"); err != nil || f.Value.String() != "1d" {
+				t.Errorf("%s 1d: %v", name, err)
+			}
+			if err := f.Value.Set("90"); err != nil || f.Value.String() != "1m30s" {
+				t.Errorf("%s 90 (seconds): %v (reads back %s)", name, err, f.Value.String())
+			}
+			if err := f.Value.Set("-1s"); err == nil || !strings.Contains(err.Error(), "negative") {
+				t.Errorf("%s -1s: %v, want refused as negative", name, err)
+			}
+			if err := f.Value.Set("soon"); err == nil || !strings.Contains(err.Error(), "7d") {
+				t.Errorf("%s soon: %v, want refused with examples", name, err)
+			}
+			if err := f.Value.Set("0"); (err == nil) == positive[f.Name] {
+				t.Errorf("%s 0: %v", name, err)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot())
+	if seen < 15 {
+		t.Errorf("only %d duration flags found", seen)
 	}
 }

@@ -21,8 +21,8 @@ type reuseFlags struct {
 func (f *reuseFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.reuse, "reuse", "on", "reuse server sessions that clients leave idle: reset them (DISCARD ALL) and hand them to the next client with the same startup parameters (on or off)")
 	fl.IntVar(&f.maxIdleServers, "max-idle-servers", 8, "idle server sessions kept per branch for reuse")
-	fl.DurationVar(&f.serverIdleTimeout, "server-idle-timeout", time.Minute, "close a parked server session after this long unused")
-	fl.DurationVar(&f.serverLifetime, "server-lifetime", time.Hour, "close a server session when its client leaves once its backend is this old, instead of reusing it (0: no limit)")
+	positiveDurationVar(fl, &f.serverIdleTimeout, "server-idle-timeout", time.Minute, "close a parked server session after this long unused")
+	durationVar(fl, &f.serverLifetime, "server-lifetime", time.Hour, "close a server session when its client leaves once its backend is this old, instead of reusing it (0: no limit)")
 	fl.IntVar(&f.warm, "warm", 0, "branches of each source's newest seed kept created and running for new branch names to claim (per source: source add/set --warm)")
 	fl.StringSliceVar(&f.warmUsers, "warm-user", nil, "users (USER or USER@DATABASE) whose server sessions pooled branches open ahead of their first client")
 }
