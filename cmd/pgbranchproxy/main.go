@@ -30,7 +30,9 @@ type globalFlags struct {
 
 func newRoot() *cobra.Command {
 	g := &globalFlags{}
-	root := &cobra.Command{
+	serve := newServe(g)
+	var root *cobra.Command
+	root = &cobra.Command{
 		Use:           "pgbranchproxy",
 		Short:         "One Postgres port in front of many copy-on-write branches of a seeded database",
 		SilenceUsage:  true,
@@ -40,14 +42,18 @@ func newRoot() *cobra.Command {
 			if err := envDefaults(cmd.Flags()); err != nil {
 				return err
 			}
-			return configDefaults(cmd.Flags(), g.config)
+			var skip func(string) bool
+			if cmd != serve {
+				skip = func(name string) bool { return serveOnly(serve, root, name) }
+			}
+			return configDefaults(cmd.Flags(), g.config, skip)
 		},
 	}
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "/var/lib/pgbranchproxy", "directory holding the catalog, seeds, branches and admin.sock")
-	root.PersistentFlags().StringVar(&g.config, "config", "", "file of flag settings, one \"name = value\" a line (# comments); the command line and PGBRANCH_* win")
+	root.PersistentFlags().StringVar(&g.config, "config", "", "file of flag settings, one \"name = value\" a line (# comments); the command line and PGBRANCH_* win. Serve's file serves the other commands too: they take its state-dir, admin-url and admin-token and skip serve's own settings")
 	root.PersistentFlags().StringVar(&g.adminURL, "admin-url", "", "reach a server's admin API over TCP (its --admin-listen), e.g. http://db-host:6433, instead of the state directory's socket")
 	root.PersistentFlags().StringVar(&g.adminToken, "admin-token", "", "bearer token for --admin-url")
-	root.AddCommand(newServe(g), newSource(g), newBranch(g), newInfo(g), newToken(g), newAudit(g), newCatalog(g), newNode(g), newCluster())
+	root.AddCommand(serve, newSource(g), newBranch(g), newInfo(g), newToken(g), newAudit(g), newCatalog(g), newNode(g), newCluster())
 	markUsageErrors(root)
 	return root
 }
@@ -86,11 +92,21 @@ func envDefaults(fs *pflag.FlagSet) error {
 	return err
 }
 
+// serveOnly reports whether name is a setting of serve's own, not one of the
+// global flags root has for every command. The other commands skip those in a
+// config file, so that serve's file (--config /etc/pgbranchproxy/serve.conf) gives
+// them its --state-dir and nothing meant for the server: serve's --ttl, a
+// default for every branch, is not branch create's --ttl, the branch's own.
+func serveOnly(serve, root *cobra.Command, name string) bool {
+	return root.PersistentFlags().Lookup(name) == nil && serve.LocalFlags().Lookup(name) != nil
+}
+
 // configDefaults sets every flag not given on the command line or in the
 // environment from the config file at path ("" for none). Each line is
 // "name = value" with a flag's name; blank lines and lines starting with # are
-// skipped. Repeatable flags may appear on several lines.
-func configDefaults(fs *pflag.FlagSet, path string) error {
+// skipped. Repeatable flags may appear on several lines. Settings for which skip
+// (nil: none) reports true are passed over.
+func configDefaults(fs *pflag.FlagSet, path string, skip func(name string) bool) error {
 	if path == "" {
 		return nil
 	}
@@ -112,8 +128,11 @@ func configDefaults(fs *pflag.FlagSet, path string) error {
 		if !ok || name == "" {
 			return fmt.Errorf("%s:%d: want name = value", path, n)
 		}
+		if skip != nil && skip(name) {
+			continue
+		}
 		if fs.Lookup(name) == nil {
-			return fmt.Errorf("%s:%d: unknown setting %q (settings are the flags of the command)", path, n, name)
+			return fmt.Errorf("%s:%d: unknown setting %q (settings are the flags of pgbranchproxy serve and of the command)", path, n, name)
 		}
 		if preset[name] || commandLineOnly(fs.Lookup(name)) {
 			continue

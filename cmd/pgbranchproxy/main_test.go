@@ -27,7 +27,7 @@ func TestSettingsPrecedence(t *testing.T) {
 	if err := envDefaults(fs); err != nil {
 		t.Fatal(err)
 	}
-	if err := configDefaults(fs, cfg); err != nil {
+	if err := configDefaults(fs, cfg, nil); err != nil {
 		t.Fatal(err)
 	}
 	if *listen != "0.0.0.0:7000" || *idle != 30*time.Second || *ttl != 3*time.Hour {
@@ -37,7 +37,7 @@ func TestSettingsPrecedence(t *testing.T) {
 		t.Errorf("repeated setting: %v", *settings)
 	}
 	os.WriteFile(cfg, []byte("no-such-flag = 1\n"), 0o644)
-	if err := configDefaults(pflag.NewFlagSet("t", pflag.ContinueOnError), cfg); err == nil || !strings.Contains(err.Error(), "unknown setting") {
+	if err := configDefaults(pflag.NewFlagSet("t", pflag.ContinueOnError), cfg, nil); err == nil || !strings.Contains(err.Error(), "unknown setting") {
 		t.Errorf("unknown setting: %v", err)
 	}
 }
@@ -64,7 +64,7 @@ func TestBranchSetCommandLineOnly(t *testing.T) {
 	if err := envDefaults(cmd.Flags()); err != nil {
 		t.Fatal(err)
 	}
-	if err := configDefaults(cmd.Flags(), cfg); err != nil {
+	if err := configDefaults(cmd.Flags(), cfg, nil); err != nil {
 		t.Fatal(err)
 	}
 	var changed []string
@@ -108,7 +108,7 @@ func TestServeDurationsTakeDays(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "serve.conf")
 	os.WriteFile(cfg, []byte("ttl = 7d\nmax-age = 30d\nhistory-keep = 90d\naudit-keep = 3600\n"), 0o644)
 	cmd := newServe(&globalFlags{})
-	if err := configDefaults(cmd.Flags(), cfg); err != nil {
+	if err := configDefaults(cmd.Flags(), cfg, nil); err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]string{"ttl": "7d", "max-age": "30d", "history-keep": "90d", "audit-keep": "1h0m0s"} {
@@ -174,5 +174,39 @@ func TestDurationFlagsAgree(t *testing.T) {
 	walk(newRoot())
 	if seen < 15 {
 		t.Errorf("only %d duration flags found", seen)
+	}
+}
+
+// The CLI takes serve's config file (the systemd unit's serve.conf, with a
+// state-dir line) as serve does: it finds the server's admin socket by it and
+// skips the settings that are serve's alone, its --ttl included, rather than
+// refusing the file for them. A setting that is no command's is still refused.
+func TestCLITakesServeConfig(t *testing.T) {
+	conf, err := os.ReadFile("../../deploy/systemd/serve.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "serve.conf")
+	os.WriteFile(cfg, append(conf, []byte("state-dir = "+state+"\nttl = 72h\nidle-stop = 7d\n")...), 0o644)
+	for _, args := range [][]string{{"branch", "ls"}, {"branch", "create", "pr-1"}, {"source", "ls"}, {"info"}} {
+		root := newRoot()
+		root.SetArgs(append([]string{"--config", cfg}, args...))
+		err := root.Execute()
+		if err == nil || !strings.Contains(err.Error(), "no server is running on "+filepath.Join(state, "admin.sock")) {
+			t.Errorf("%v with serve's config: %v, want it to look for the server on the file's state-dir", args, err)
+		}
+		if len(args) > 1 && args[1] == "create" {
+			create, _, _ := root.Find(args)
+			if f := create.Flags().Lookup("ttl"); f.Changed {
+				t.Errorf("branch create took serve's ttl = 72h as its own --ttl %s", f.Value)
+			}
+		}
+	}
+	os.WriteFile(cfg, []byte("state-dir = "+state+"\nno-such-flag = 1\n"), 0o644)
+	root := newRoot()
+	root.SetArgs([]string{"--config", cfg, "branch", "ls"})
+	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), `unknown setting "no-such-flag"`) {
+		t.Errorf("a setting of no command: %v", err)
 	}
 }

@@ -59,7 +59,7 @@ func TestSystemdUnit(t *testing.T) {
 	if err := serveCmd.ParseFlags(nil); err != nil { // merges the persistent flags in
 		t.Fatal(err)
 	}
-	if err := configDefaults(serveCmd.Flags(), dir+"serve.conf"); err != nil {
+	if err := configDefaults(serveCmd.Flags(), dir+"serve.conf", nil); err != nil {
 		t.Fatalf("serve.conf: %v", err)
 	}
 	if dir := serveCmd.Flags().Lookup("unix-socket-dir").Value.String(); dir != "/run/"+unit["RuntimeDirectory"] {
