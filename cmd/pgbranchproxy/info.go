@@ -26,8 +26,9 @@ func newInfo(g *globalFlags) *cobra.Command {
 			}
 			out := struct {
 				branches.ServerInfo
+				Role  string     `json:"role,omitempty"` // the caller's: admin on the socket, else its token's
 				Relay *relayInfo `json:"relay,omitempty"`
-			}{ServerInfo: info.ServerInfo}
+			}{ServerInfo: info.ServerInfo, Role: info.Role}
 			// The relay's figures are in /metrics, which role ci may not read: asking
 			// would only leave a refusal in the audit log.
 			if info.Role != admin.RoleCI {
@@ -35,7 +36,7 @@ func newInfo(g *globalFlags) *cobra.Command {
 					out.Relay = readRelayInfo(resp)
 				}
 			}
-			return printJSON(out)
+			return printJSONTo(cmd.OutOrStdout(), out)
 		},
 	}
 }
