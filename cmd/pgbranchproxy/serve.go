@@ -239,6 +239,10 @@ func serve(g *globalFlags, f *serveFlags) error {
 	if f.policy.DiskBudget, err = parseBudget(f.diskBudget, stateDir); err != nil {
 		return err
 	}
+	if err := checkReserve(f); err != nil {
+		return err
+	}
+	logPolicy(log, f)
 	tlsCfg, fp, err := loadTLS(f.tlsCert, f.tlsKey, f.tlsAuto, stateDir, f.listen)
 	if err != nil {
 		return err

@@ -1,0 +1,50 @@
+package integration
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestOperatorView: what an operator of serve reads. Its start logs the disk
+// budget in bytes when --disk-budget was a percentage, and /metrics counts refused
+// connections by the SQLSTATE their clients got.
+func TestOperatorView(t *testing.T) {
+	state := newStateDir(t)
+	s := startServer(t, state, "--auth", "scram-sha-256", "--disk-budget", "50%", "--max-failed-logins", "-1")
+	s.seedSQL("app", "CREATE TABLE t (id int PRIMARY KEY); INSERT INTO t VALUES (1); CREATE ROLE alice LOGIN PASSWORD 'alice-pw'; GRANT SELECT ON t TO alice;")
+
+	t.Run("DiskBudgetInBytes", func(t *testing.T) {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(filepath.Dir(state), &st); err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf(`"disk_budget_bytes": %d`, int64(float64(st.Blocks)*float64(st.Bsize)*50/100))
+		if line := grepLines(s.logs(), "lifecycle policy"); !strings.Contains(line, want) || !strings.Contains(line, "50% of the state directory's filesystem") {
+			t.Errorf("start-up log says of the budget:\n%s\nwant %s", line, want)
+		}
+	})
+
+	t.Run("RefusedBySQLSTATE", func(t *testing.T) {
+		if err := tryConnect(s.dsnAs("app@r1", "alice", "alice-pw", "sslmode=disable")); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 2; i++ {
+			if err := tryConnect(s.dsnAs("app@r1", "alice", "wrong", "sslmode=disable")); pgCode(err) != "28P01" {
+				t.Fatalf("wrong password: %v, want 28P01", err)
+			}
+		}
+		if err := tryConnect(s.dsnAs("app@Bad_Name", "alice", "alice-pw", "sslmode=disable")); pgCode(err) != "3D000" {
+			t.Fatalf("bad branch name: %v, want 3D000", err)
+		}
+		m := s.metrics(t)
+		for _, want := range []string{`pgbranch_proxy_refused_total{sqlstate="28P01"} 2`, `pgbranch_proxy_refused_total{sqlstate="3D000"} 1`,
+			`pgbranch_proxy_refused_total{sqlstate="53300"} 0`, `pgbranch_proxy_refused_total{sqlstate="other"} 0`} {
+			if !strings.Contains(m, want+"\n") {
+				t.Errorf("/metrics lacks %s:\n%s", want, grepLines(m, "refused"))
+			}
+		}
+	})
+}
