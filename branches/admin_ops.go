@@ -190,7 +190,7 @@ func (m *Manager) Set(ctx context.Context, source, name string, s Settings) erro
 		return fmt.Errorf("%w: negative ttl or quota", ErrInvalid)
 	}
 	// Before anything is saved: a refused request changes nothing.
-	if err := checkLimits(deref(s.MemoryBytes), deref(s.CPUs), deref(s.PIDs)); err != nil {
+	if err := m.checkLimits(deref(s.MemoryBytes), deref(s.CPUs), deref(s.PIDs)); err != nil {
 		return err
 	}
 	err = m.do(ctx, key{source, name}, "set", nil, func(ctx context.Context, b *branch) error {

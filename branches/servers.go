@@ -201,7 +201,7 @@ func (m *Manager) SetLimits(ctx context.Context, source, name string, l ServerLi
 	if err != nil {
 		return err
 	}
-	if err := checkLimits(deref(l.MemoryBytes), deref(l.CPUs), deref(l.PIDs)); err != nil {
+	if err := m.checkLimits(deref(l.MemoryBytes), deref(l.CPUs), deref(l.PIDs)); err != nil {
 		return err
 	}
 	if err := m.checkEngineLimits(ctx, deref(l.CPUs)); err != nil {
@@ -225,7 +225,7 @@ func (m *Manager) SetLimits(ctx context.Context, source, name string, l ServerLi
 // addSourceServer checks a new source's image and records its server settings; on
 // error the source is removed again.
 func (m *Manager) addSourceServer(ctx context.Context, source string, s catalog.ServerSettings) error {
-	err := checkLimits(s.MemoryBytes, s.CPUs, s.PIDs)
+	err := m.checkLimits(s.MemoryBytes, s.CPUs, s.PIDs)
 	if err == nil {
 		err = m.checkEngineLimits(ctx, s.CPUs)
 	}
@@ -248,23 +248,14 @@ func (m *Manager) addSourceServer(ctx context.Context, source string, s catalog.
 	return err
 }
 
-// The least limits a container runtime takes (Docker's).
-const (
-	minMemory = 6 << 20
-	minCPUs   = 0.01
-)
-
-// checkLimits refuses server limits no server could start with, before they are
-// recorded: a start would fail with them only at the next session. Zero is
-// "not set". (More CPUs than the Engine's host has are checkEngineLimits'.)
-func checkLimits(memory int64, cpus float64, pids int64) error {
-	switch {
-	case memory < 0 || cpus < 0 || pids < 0:
-		return fmt.Errorf("%w: negative memory, cpus or pids", ErrInvalid)
-	case memory > 0 && memory < minMemory:
-		return fmt.Errorf("%w: memory limit of %d bytes: at least 6MB", ErrInvalid, memory)
-	case cpus > 0 && cpus < minCPUs:
-		return fmt.Errorf("%w: %g cpus: at least %g", ErrInvalid, cpus, minCPUs)
+// checkLimits refuses server limits no server could start with, or run under
+// with the servers' settings (--pg-setting): a server would fail with them only at
+// a session or a heavy statement. Zero is "not set". (More CPUs than the Engine's
+// host has are checkEngineLimits'.)
+func (m *Manager) checkLimits(memory int64, cpus float64, pids int64) error {
+	l := runtime.Limits{MemoryBytes: memory, CPUs: cpus, PIDs: pids}
+	if err := l.Check(m.cfg.Settings); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return nil
 }

@@ -14,24 +14,36 @@ import (
 )
 
 func TestCheckLimits(t *testing.T) {
+	m := newUnitManager(t, "")
+	small := newUnitManager(t, "")
+	small.cfg.Settings = map[string]string{"shared_buffers": "2048", "maintenance_work_mem": "16MB"} // 16MB of 8kB blocks
 	for _, tc := range []struct {
+		m      *Manager
 		memory int64
 		cpus   float64
 		pids   int64
 		ok     bool
 	}{
-		{0, 0, 0, true},
-		{300 << 20, 0.5, 100, true},
-		{6 << 20, 1, 0, true},
-		{1024, 0, 0, false},
-		{100, 0, 0, false},
-		{0, 0.001, 0, false},
-		{-1, 0, 0, false},
-		{0, 0, -5, false},
+		{m, 0, 0, 0, true},
+		{m, 300 << 20, 0.5, 100, true},
+		{m, 192 << 20, 1, 0, true},
+		{m, 1024, 0, 0, false},
+		{m, 100, 0, 0, false},
+		{m, 0, 0.001, 0, false},
+		{m, -1, 0, 0, false},
+		{m, 0, 0, -5, false},
+		// Below what a server needs: its shared_buffers and maintenance_work_mem
+		// (Postgres's 128MB and 64MB, unless --pg-setting says otherwise), 8 processes.
+		{m, 100 << 20, 0, 0, false},
+		{m, 191 << 20, 0, 0, false},
+		{small, 32 << 20, 0, 0, true},
+		{small, 31 << 20, 0, 0, false},
+		{m, 0, 0, 7, false},
+		{m, 0, 0, 8, true},
 	} {
-		err := checkLimits(tc.memory, tc.cpus, tc.pids)
+		err := tc.m.checkLimits(tc.memory, tc.cpus, tc.pids)
 		if (err == nil) != tc.ok || err != nil && !errors.Is(err, ErrInvalid) {
-			t.Errorf("checkLimits(%d, %g, %d) = %v, want ok %v", tc.memory, tc.cpus, tc.pids, err, tc.ok)
+			t.Errorf("checkLimits(%d, %g, %d) with %v = %v, want ok %v", tc.memory, tc.cpus, tc.pids, tc.m.cfg.Settings, err, tc.ok)
 		}
 	}
 }

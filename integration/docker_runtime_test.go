@@ -32,7 +32,7 @@ func TestDockerMemoryLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.mustCLI("branch", "create", "hog", "--source", "mem")
-	s.mustCLI("branch", "set", "hog", "--branch-memory", "64MB")
+	s.mustCLI("branch", "set", "hog", "--branch-memory", "256MB")
 	s.mustCLI("branch", "stop", "hog") // limits apply from the next start
 	hog := s.connect(t, "mem@hog")
 	cli := dockerClient(t)
@@ -44,8 +44,8 @@ func TestDockerMemoryLimit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if info.HostConfig.Memory != 64<<20 {
-			t.Errorf("hog's container has memory limit %d, want %d", info.HostConfig.Memory, 64<<20)
+		if info.HostConfig.Memory != 256<<20 {
+			t.Errorf("hog's container has memory limit %d, want %d", info.HostConfig.Memory, 256<<20)
 		}
 		if lc := info.HostConfig.LogConfig; lc.Type != "json-file" || lc.Config["max-size"] != "10m" {
 			t.Errorf("hog's container logs with %+v, want a bounded json-file log", lc)
@@ -54,7 +54,7 @@ func TestDockerMemoryLimit(t *testing.T) {
 	// An in-memory sort of ~600 MB.
 	_, err := hog.Exec(ctx, "SET work_mem = '4GB'; SELECT count(*) FROM (SELECT g, repeat(md5(g::text), 4) AS pad FROM generate_series(1, 4000000) g ORDER BY pad) s")
 	if err == nil {
-		t.Fatal("a 600 MB sort under a 64 MB limit succeeded")
+		t.Fatal("a 600 MB sort under a 256 MB limit succeeded")
 	}
 	t.Logf("the query under the limit: %v", err)
 	var v string
@@ -72,6 +72,39 @@ func TestDockerMemoryLimit(t *testing.T) {
 			t.Fatalf("hog did not come back: %q %v\n%s", out, err, s.logs())
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// TestDockerLimitsRefusedUpFront: limits under which no branch server could run
+// (too few processes to fork a session, less memory than its shared buffers and
+// one maintenance operation take) are refused where they are given, serve's at
+// start and a source's or branch's when set, rather than accepted and then failing
+// at the branch's first session or heavy statement.
+func TestDockerLimitsRefusedUpFront(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for flag, want := range map[string]string{"--branch-pids=4": "--branch-pids: a limit of 4 processes: a branch server needs at least 8",
+		"--branch-memory=100MB": "--branch-memory: a memory limit of 100MB: a branch server needs at least 192MB"} {
+		out := serveRefused(t, ctx, newStateDir(t), "--runtime", "docker", "--image", dockerImage(), flag)
+		if !strings.Contains(out, want) {
+			t.Errorf("serve %s said:\n%s\nwant %q", flag, out, want)
+		}
+	}
+
+	s := dockerServer(t, newStateDir(t))
+	s.seedSQL("lim", "CREATE TABLE t (id int);")
+	s.mustCLI("branch", "create", "b", "--source", "lim")
+	if out, err := s.cli("branch", "set", "b", "--branch-pids", "7"); err == nil || !strings.Contains(out, "needs at least 8") {
+		t.Errorf("branch set --branch-pids 7: %v\n%s", err, out)
+	}
+	if out, err := s.cli("source", "add", "small", "--empty", "--branch-memory", "64MB"); err == nil || !strings.Contains(out, "shared_buffers (128MB)") {
+		t.Errorf("source add --branch-memory 64MB: %v\n%s", err, out)
+	}
+	if out := s.mustCLI("source", "ls"); strings.Contains(out, "small") {
+		t.Errorf("the refused source was kept:\n%s", out)
+	}
+	if out, err := s.psql(t, "lim@b", "SELECT count(*) FROM t"); err != nil || out != "0" {
+		t.Errorf("branch b after the refused set: %q %v", out, err)
 	}
 }
 

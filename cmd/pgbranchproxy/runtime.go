@@ -37,9 +37,35 @@ func addRuntimeFlags(fl *pflag.FlagSet, f *runtimeFlags) {
 
 // addLimitFlags adds --branch-memory, --branch-cpus and --branch-pids.
 func addLimitFlags(fl *pflag.FlagSet, l *runtime.Limits) {
-	fl.Var(sizeFlag{&l.MemoryBytes}, "branch-memory", "--runtime docker: memory of each branch server (e.g. 512MB); the kernel kills a server that needs more (0: not set here: a branch takes its source's, a source serve's; none when none is set)")
+	fl.Var(sizeFlag{&l.MemoryBytes}, "branch-memory", "--runtime docker: memory of each branch server (e.g. 512MB; at least its shared_buffers and maintenance_work_mem, 192MB with Postgres's defaults); the kernel kills a server that needs more (0: not set here: a branch takes its source's, a source serve's; none when none is set)")
 	fl.Float64Var(&l.CPUs, "branch-cpus", 0, "--runtime docker: CPUs of each branch server (e.g. 0.5; 0: not set here, as for --branch-memory)")
-	fl.Int64Var(&l.PIDs, "branch-pids", 0, "--runtime docker: processes of each branch server (0: not set here, as for --branch-memory)")
+	fl.Int64Var(&l.PIDs, "branch-pids", 0, "--runtime docker: processes of each branch server, at least 8 (the postmaster, its helpers and a session) and one more a session (0: not set here, as for --branch-memory)")
+}
+
+// checkLimitFlags refuses serve's --branch-memory, --branch-cpus and --branch-pids
+// when no branch server with settings (--pg-setting) could run under them, or when
+// the runtime would not apply them: a server would fail only later, at a session
+// or a heavy statement, or never be limited at all.
+func checkLimitFlags(f runtimeFlags, settings map[string]string) error {
+	if f.limits.IsZero() {
+		return nil
+	}
+	if f.kind != "docker" {
+		return fmt.Errorf("--branch-memory, --branch-cpus and --branch-pids are the limits of containers: give them with --runtime docker (--runtime %s runs branch servers without limits)", f.kind)
+	}
+	for _, c := range []struct {
+		flag   string
+		limits runtime.Limits
+	}{
+		{"--branch-memory", runtime.Limits{MemoryBytes: f.limits.MemoryBytes}},
+		{"--branch-cpus", runtime.Limits{CPUs: f.limits.CPUs}},
+		{"--branch-pids", runtime.Limits{PIDs: f.limits.PIDs}},
+	} {
+		if err := c.limits.Check(settings); err != nil {
+			return fmt.Errorf("%s: %w", c.flag, err)
+		}
+	}
+	return nil
 }
 
 // newRuntime returns the runtime f asks for.

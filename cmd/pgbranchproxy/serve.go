@@ -216,6 +216,9 @@ func serve(g *globalFlags, f *serveFlags) error {
 		}
 		settings[k] = v
 	}
+	if err := checkLimitFlags(f.runtime, settings); err != nil {
+		return err
+	}
 	stateDir, err := filepath.Abs(g.stateDir)
 	if err != nil {
 		return err
