@@ -16,6 +16,7 @@ import (
 	"github.com/pgbranchproxy/pgbranchproxy/branches/errs"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/roles"
 	"github.com/pgbranchproxy/pgbranchproxy/proxy"
+	"go.uber.org/zap"
 )
 
 // scramVerifier builds a rolpassword as Postgres stores it for password.
@@ -167,5 +168,27 @@ func TestAuthRolesErrors(t *testing.T) {
 			}
 			noneYet(t, fb.routes, "Acquire")
 		})
+	}
+}
+
+// A failed login is logged once, where it is refused, with the SQLSTATE its client
+// got: a password guesser's every try was two lines.
+func TestAuthFailureLoggedOnce(t *testing.T) {
+	t.Parallel()
+	cfg := defaultConfig()
+	cfg.Auth = proxy.AuthSCRAM
+	p, _, _ := setup(t, cfg, scriptOK, nil, withRoles(testRoles(t), nil))
+	_, err := p.connectAs(t, "alice", "wrong", "dbname=app@feat")
+	if pe := pgError(t, err); pe.Code != "28P01" {
+		t.Fatalf("wrong password: %s %q, want 28P01", pe.Code, pe.Message)
+	}
+	var lines []string
+	for _, e := range p.logs.All() {
+		if e.Level >= zap.InfoLevel {
+			lines = append(lines, fmt.Sprintf("%s %v", e.Message, e.ContextMap()))
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], "sqlstate:28P01") || !strings.Contains(lines[0], `password authentication failed for user "alice"`) {
+		t.Errorf("log of a failed login:\n%s\nwant one line with sqlstate 28P01 and the user", strings.Join(lines, "\n"))
 	}
 }

@@ -206,7 +206,7 @@ func (s *Server) ended(e *ending, out relayOutcome) net.Conn {
 func (s *Server) loginFailed(conn net.Conn, user string, err error, log *zap.Logger) {
 	switch {
 	case errors.Is(err, errAuthFailed) || errors.Is(err, errTooManyFailures):
-		log.Info("authentication failed", zap.Error(err))
+		// refuse logs it, once, with the SQLSTATE.
 		s.refuse(conn, log, fmt.Errorf("%w for user %q", err, user))
 	case errors.Is(err, errProtocol) || errors.Is(err, errRoles) || classify(err).id == "":
 		s.refuse(conn, log, err)
