@@ -1,11 +1,13 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestOperatorView: what an operator of serve reads. Its start logs the disk
@@ -47,4 +49,17 @@ func TestOperatorView(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestZeroCountsRefusedAtStart: serve refuses the counts to which 0 means nothing,
+// naming the flag, instead of taking their defaults in silence (--max-failed-logins
+// 0 was 20 failures a minute).
+func TestZeroCountsRefusedAtStart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, flag := range []string{"--max-failed-logins", "--max-creating", "--max-layers"} {
+		if out := serveRefused(t, ctx, newStateDir(t), flag, "0"); !strings.Contains(out, flag+" 0: ") {
+			t.Errorf("serve %s 0 said:\n%s", flag, out)
+		}
+	}
 }

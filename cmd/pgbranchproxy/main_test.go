@@ -125,7 +125,7 @@ func TestServeDurationsTakeDays(t *testing.T) {
 // as every interface at a port the system picks.
 func TestListenNeedsAddress(t *testing.T) {
 	for listen, ok := range map[string]bool{"": false, "localhost": false, "127.0.0.1:6432": true, ":6432": true, "0.0.0.0:0": true} {
-		f := &serveFlags{listen: listen, auth: "scram-sha-256", relay: "epoll"}
+		f := &serveFlags{listen: listen, auth: "scram-sha-256", relay: "epoll", failedLogins: 20}
 		if err := checkProxyFlags(f, false); (err == nil) != ok {
 			t.Errorf("--listen %q: %v", listen, err)
 		}

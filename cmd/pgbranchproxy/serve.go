@@ -202,6 +202,9 @@ func serve(g *globalFlags, f *serveFlags) error {
 	if err := f.reuseFlags.validate(); err != nil {
 		return err
 	}
+	if err := checkCounts(f); err != nil {
+		return err
+	}
 	if f.adminToken != "" && len(f.adminToken) < 16 {
 		return errors.New("--admin-token (or PGBRANCH_ADMIN_TOKEN) must have at least 16 characters")
 	}
@@ -484,6 +487,9 @@ func checkProxyFlags(f *serveFlags, mtls bool) error {
 		}
 	default:
 		return fmt.Errorf("--auth must be scram-sha-256, md5 or trust, not %q", f.auth)
+	}
+	if err := checkFailedLogins(f); err != nil {
+		return err
 	}
 	switch f.relay {
 	case "pump":
