@@ -278,6 +278,9 @@ func open(ctx context.Context, cfg Config, log *zap.Logger) (*Manager, error) {
 	for _, b := range m.branches {
 		b.persistedUse = b.rec.LastUsedAt
 	}
+	// The branches by state are in /metrics from the start, not from the first
+	// reaper pass (--reap-interval later).
+	m.updateGauges()
 	rctx, cancel := context.WithCancel(context.Background())
 	m.stopReaper, m.life = cancel, rctx
 	go m.reaper(rctx)

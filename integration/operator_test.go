@@ -63,3 +63,22 @@ func TestZeroCountsRefusedAtStart(t *testing.T) {
 		}
 	}
 }
+
+// TestBranchGaugesAtStart: /metrics has the branches by state as soon as serve
+// takes clients, not from its first reaper pass, --reap-interval later (a
+// restarted server's scrape said nothing of its branches until then).
+func TestBranchGaugesAtStart(t *testing.T) {
+	s := startServer(t, newStateDir(t), "--reap-interval", "1h")
+	s.seedSQL("app", "CREATE TABLE t (id int);")
+	mustPsql(t, s, "app@b1", "SELECT 1")
+	mustPsql(t, s, "app@b2", "SELECT 1")
+	s.mustCLI("branch", "stop", "b2")
+	s.stop()
+	s.start()
+	m := s.metrics(t)
+	for _, want := range []string{`pgbranch_branches{state="stopped"} 2`, `pgbranch_branches{state="running"} 0`, "pgbranch_sessions 0"} {
+		if !strings.Contains(m, want+"\n") {
+			t.Errorf("/metrics at start lacks %s:\n%s", want, grepLines(m, "pgbranch_branches"))
+		}
+	}
+}
