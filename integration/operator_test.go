@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -11,11 +13,13 @@ import (
 )
 
 // TestOperatorView: what an operator of serve reads. Its start logs the disk
-// budget in bytes when --disk-budget was a percentage, and /metrics counts refused
+// budget in bytes when --disk-budget was a percentage, its ready line how it
+// takes clients and where its metrics are, and /metrics counts refused
 // connections by the SQLSTATE their clients got.
 func TestOperatorView(t *testing.T) {
 	state := newStateDir(t)
-	s := startServer(t, state, "--auth", "scram-sha-256", "--disk-budget", "50%", "--max-failed-logins", "-1")
+	metrics := freeAddr(t)
+	s := startServer(t, state, "--auth", "scram-sha-256", "--disk-budget", "50%", "--max-failed-logins", "-1", "--metrics-listen", metrics)
 	s.seedSQL("app", "CREATE TABLE t (id int PRIMARY KEY); INSERT INTO t VALUES (1); CREATE ROLE alice LOGIN PASSWORD 'alice-pw'; GRANT SELECT ON t TO alice;")
 
 	t.Run("DiskBudgetInBytes", func(t *testing.T) {
@@ -26,6 +30,15 @@ func TestOperatorView(t *testing.T) {
 		want := fmt.Sprintf(`"disk_budget_bytes": %d`, int64(float64(st.Blocks)*float64(st.Bsize)*50/100))
 		if line := grepLines(s.logs(), "lifecycle policy"); !strings.Contains(line, want) || !strings.Contains(line, "50% of the state directory's filesystem") {
 			t.Errorf("start-up log says of the budget:\n%s\nwant %s", line, want)
+		}
+	})
+
+	t.Run("ReadyLineSaysHow", func(t *testing.T) {
+		line := grepLines(s.logs(), "pgbranchproxy ready")
+		for _, want := range []string{`"auth": "scram-sha-256"`, `"relay": "` + cmp.Or(os.Getenv("INTEGRATION_RELAY"), "epoll") + `"`, `"metrics": "` + metrics + `"`} {
+			if !strings.Contains(line, want) {
+				t.Errorf("ready line lacks %s:\n%s", want, line)
+			}
 		}
 	})
 

@@ -380,8 +380,9 @@ func serve(g *globalFlags, f *serveFlags) error {
 	if len(lns) > 1 {
 		mgr.SetProxySocket(lns[1].Addr().String())
 	}
-	log.Info("pgbranchproxy ready", zap.String("listen", lns[0].Addr().String()), zap.String("state_dir", stateDir),
-		zap.String("admin", adminSock), zap.Bool("lazyrw", shim != ""), unixSocketField(lns))
+	fields := []zap.Field{zap.String("listen", lns[0].Addr().String()), zap.String("state_dir", stateDir),
+		zap.String("admin", adminSock), zap.Bool("lazyrw", shim != ""), unixSocketField(lns)}
+	log.Info("pgbranchproxy ready", append(fields, servingFields(f)...)...)
 	err = serveUntilDone(ctx, stop, px, lns, mgr.Restart(), log)
 	log.Info("shutting down", zap.Duration("grace", f.grace))
 	graceCtx, cancel := context.WithTimeout(context.Background(), f.grace)

@@ -122,9 +122,10 @@ func serveFront(g *globalFlags, f *serveFlags) error {
 		return err
 	}
 	fw.setClients(lns)
-	log.Info("pgbranchproxy front ready", zap.String("listen", lns[0].Addr().String()), zap.String("catalog", cat.Backend()),
+	fields := []zap.Field{zap.String("listen", lns[0].Addr().String()), zap.String("catalog", cat.Backend()),
 		zap.String("to_nodes", map[bool]string{true: "mutual TLS as " + memberName(member), false: "plain TCP"}[member != nil]),
-		unixSocketField(lns))
+		unixSocketField(lns)}
+	log.Info("pgbranchproxy front ready", append(fields, servingFields(f)...)...)
 	err = serveUntilDone(ctx, stop, px, lns, nil, log)
 	stopSessions(px, f.grace, log)
 	stop() // ends the route watch

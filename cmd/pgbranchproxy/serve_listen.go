@@ -36,3 +36,17 @@ func unixSocketField(lns []net.Listener) zap.Field {
 	}
 	return zap.Skip()
 }
+
+// servingFields say, for the ready line, how clients are taken (authentication,
+// relay) and where else serve answers (--metrics-listen, --admin-listen), so that
+// an operator reads what the flags, PGBRANCH_* and the config file came to.
+func servingFields(f *serveFlags) []zap.Field {
+	fields := []zap.Field{zap.String("auth", f.auth), zap.String("relay", f.relay)}
+	if f.metricsListen != "" {
+		fields = append(fields, zap.String("metrics", f.metricsListen))
+	}
+	if f.adminListen != "" {
+		fields = append(fields, zap.String("admin_listen", f.adminListen))
+	}
+	return fields
+}
