@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -167,27 +168,11 @@ func newLogger(format, level string) (*zap.Logger, error) {
 }
 
 func serve(g *globalFlags, f *serveFlags) error {
-	switch f.role {
-	case roleAll:
-	case roleFront:
+	if f.role == roleFront {
 		return serveFront(g, f)
-	case roleNode:
-		if !catalog.IsPostgres(f.catalog) {
-			return errors.New("--role node needs --catalog postgres://…: nodes and fronts share one catalog")
-		}
-		if f.authSet && f.auth != proxy.AuthTrust {
-			return errors.New("a node does not authenticate clients, its fronts do: --auth is for --role front (and all)")
-		}
-		if f.advertise == "" && unspecifiedHost(f.listen) {
-			return fmt.Errorf("--listen %s is no address a front can dial: give --advertise HOST:PORT", f.listen)
-		}
-		if f.unixSocketDir != "" {
-			return errors.New("a node serves its fronts only, over TCP: --unix-socket-dir is for --role front (and all)")
-		}
-		// Fronts authenticate; a node trusts the sessions they open.
-		f.auth = proxy.AuthTrust
-	default:
-		return fmt.Errorf("--role must be all, front or node, not %q", f.role)
+	}
+	if err := checkNodeRole(f); err != nil {
+		return err
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("serve must run as root: it mounts OverlayFS and starts Postgres as --pg-user")
@@ -196,30 +181,8 @@ func serve(g *globalFlags, f *serveFlags) error {
 	if err != nil {
 		return err
 	}
-	if err := checkProxyFlags(f, member != nil); err != nil {
-		return err
-	}
-	if err := f.reuseFlags.validate(); err != nil {
-		return err
-	}
-	if err := checkCounts(f); err != nil {
-		return err
-	}
-	if f.adminToken != "" && len(f.adminToken) < 16 {
-		return errors.New("--admin-token (or PGBRANCH_ADMIN_TOKEN) must have at least 16 characters")
-	}
-	if f.lazyrw != "on" && f.lazyrw != "off" {
-		return fmt.Errorf("--lazyrw must be on or off, not %q", f.lazyrw)
-	}
-	settings := map[string]string{}
-	for _, s := range f.pgSettings {
-		k, v, ok := strings.Cut(s, "=")
-		if !ok || k == "" {
-			return fmt.Errorf("--pg-setting %q: want NAME=VALUE", s)
-		}
-		settings[k] = v
-	}
-	if err := checkLimitFlags(f.runtime, settings); err != nil {
+	settings, err := checkServeFlags(f, member != nil)
+	if err != nil {
 		return err
 	}
 	stateDir, err := filepath.Abs(g.stateDir)
@@ -230,7 +193,6 @@ func serve(g *globalFlags, f *serveFlags) error {
 	if err != nil {
 		return err
 	}
-	bins := runtime.Binaries{Dir: f.pgBin}
 	if err := checkTraversable(stateDir, user); err != nil {
 		return err
 	}
@@ -249,26 +211,9 @@ func serve(g *globalFlags, f *serveFlags) error {
 		return err
 	}
 	logPolicy(log, f)
-	tlsCfg, fp, err := loadTLS(f.tlsCert, f.tlsKey, f.tlsAuto, stateDir, f.listen)
+	tlsCfg, err := serveTLS(f, member, stateDir, log)
 	if err != nil {
 		return err
-	}
-	if member != nil {
-		// A node's only clients are fronts, with the cluster's certificates.
-		if tlsCfg, fp, err = memberTLS(member); err != nil {
-			return err
-		}
-		f.tlsMode = proxy.TLSRequire
-	}
-	if tlsCfg == nil && (f.tlsMode == proxy.TLSAllow || f.tlsMode == proxy.TLSRequire) {
-		return fmt.Errorf("--tls-mode %s needs --tls-cert and --tls-key, or --tls-auto", f.tlsMode)
-	}
-	if tlsCfg != nil {
-		fields := []zap.Field{zap.String("sha256_fingerprint", fp), zap.String("mode", cmpOr(f.tlsMode, proxy.TLSAllow))}
-		if member != nil {
-			fields = append(fields, zap.String("cluster_member", member.Name))
-		}
-		log.Info("TLS", fields...)
 	}
 	shim := ""
 	if f.lazyrw == "on" {
@@ -279,17 +224,162 @@ func serve(g *globalFlags, f *serveFlags) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	metrics := branches.NewMetrics()
+	mgr, err := newManager(ctx, f, member, stateDir, user, shim, settings, metrics, log)
+	if err != nil {
+		return err
+	}
+	serving := false // from then on, the shutdown below closes mgr
+	defer func() {
+		if !serving {
+			mgr.Close(context.Background())
+		}
+	}()
+	px, err := newProxy(f, tlsCfg, mgr, log)
+	if err != nil {
+		return err
+	}
+	metricsHandler := newMetricsHandler(metrics, &px.Stats, px.RelayStats())
+	if f.metricsListen != "" {
+		stopMetrics, err := serveMetrics(f.metricsListen, metricsHandler)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
+	api, err := admin.New(admin.Config{Manager: mgr, Store: mgr.Catalog(), Metrics: metricsHandler, Bootstrap: f.adminToken}, log.Named("admin"))
+	if err != nil {
+		return err
+	}
+	adminSock := filepath.Join(stateDir, "admin.sock")
+	stopAdmin, err := serveAdmin(api, adminSock, f)
+	if err != nil {
+		return err
+	}
+	defer stopAdmin()
+	if f.role == roleNode {
+		stopPeer, err := startPeer(f, member, mgr, api, log.Named("peer"))
+		if err != nil {
+			return err
+		}
+		defer stopPeer()
+	}
+	lns, err := listenClients(ctx, f)
+	if err != nil {
+		return err
+	}
+	mgr.SetProxyAddr(cmpOr(f.advertise, lns[0].Addr().String()))
+	if len(lns) > 1 {
+		mgr.SetProxySocket(lns[1].Addr().String())
+	}
+	fields := []zap.Field{zap.String("listen", lns[0].Addr().String()), zap.String("state_dir", stateDir),
+		zap.String("admin", adminSock), zap.Bool("lazyrw", shim != ""), unixSocketField(lns)}
+	log.Info("pgbranchproxy ready", append(fields, servingFields(f)...)...)
+	serving = true
+	err = serveUntilDone(ctx, stop, px, lns, mgr.Restart(), log)
+	shutDown(f.grace, px, mgr, log)
+	return err
+}
 
+// checkNodeRole checks the flags of --role node and sets what a node implies;
+// --role all needs nothing.
+func checkNodeRole(f *serveFlags) error {
+	switch f.role {
+	case roleAll:
+		return nil
+	case roleNode:
+	default:
+		return fmt.Errorf("--role must be all, front or node, not %q", f.role)
+	}
+	if !catalog.IsPostgres(f.catalog) {
+		return errors.New("--role node needs --catalog postgres://…: nodes and fronts share one catalog")
+	}
+	if f.authSet && f.auth != proxy.AuthTrust {
+		return errors.New("a node does not authenticate clients, its fronts do: --auth is for --role front (and all)")
+	}
+	if f.advertise == "" && unspecifiedHost(f.listen) {
+		return fmt.Errorf("--listen %s is no address a front can dial: give --advertise HOST:PORT", f.listen)
+	}
+	if f.unixSocketDir != "" {
+		return errors.New("a node serves its fronts only, over TCP: --unix-socket-dir is for --role front (and all)")
+	}
+	// Fronts authenticate; a node trusts the sessions they open.
+	f.auth = proxy.AuthTrust
+	return nil
+}
+
+// checkServeFlags checks the flags that need no state directory, and returns the
+// --pg-setting values. mtls: the server is a cluster member (a node).
+func checkServeFlags(f *serveFlags, mtls bool) (map[string]string, error) {
+	if err := checkProxyFlags(f, mtls); err != nil {
+		return nil, err
+	}
+	if err := f.reuseFlags.validate(); err != nil {
+		return nil, err
+	}
+	if err := checkCounts(f); err != nil {
+		return nil, err
+	}
+	if f.adminToken != "" && len(f.adminToken) < 16 {
+		return nil, errors.New("--admin-token (or PGBRANCH_ADMIN_TOKEN) must have at least 16 characters")
+	}
+	if f.lazyrw != "on" && f.lazyrw != "off" {
+		return nil, fmt.Errorf("--lazyrw must be on or off, not %q", f.lazyrw)
+	}
+	settings := map[string]string{}
+	for _, s := range f.pgSettings {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--pg-setting %q: want NAME=VALUE", s)
+		}
+		settings[k] = v
+	}
+	if err := checkLimitFlags(f.runtime, settings); err != nil {
+		return nil, err
+	}
+	return settings, nil
+}
+
+// serveTLS is the client listener's TLS configuration (nil: none), logged with
+// its certificate's fingerprint: --tls-cert/--tls-key or --tls-auto, or on a node
+// the cluster's certificates, which its fronts must present.
+func serveTLS(f *serveFlags, member *cluster.Member, stateDir string, log *zap.Logger) (*tls.Config, error) {
+	tlsCfg, fp, err := loadTLS(f.tlsCert, f.tlsKey, f.tlsAuto, stateDir, f.listen)
+	if err != nil {
+		return nil, err
+	}
+	if member != nil {
+		// A node's only clients are fronts, with the cluster's certificates.
+		if tlsCfg, fp, err = memberTLS(member); err != nil {
+			return nil, err
+		}
+		f.tlsMode = proxy.TLSRequire
+	}
+	if tlsCfg == nil && (f.tlsMode == proxy.TLSAllow || f.tlsMode == proxy.TLSRequire) {
+		return nil, fmt.Errorf("--tls-mode %s needs --tls-cert and --tls-key, or --tls-auto", f.tlsMode)
+	}
+	if tlsCfg != nil {
+		fields := []zap.Field{zap.String("sha256_fingerprint", fp), zap.String("mode", cmpOr(f.tlsMode, proxy.TLSAllow))}
+		if member != nil {
+			fields = append(fields, zap.String("cluster_member", member.Name))
+		}
+		log.Info("TLS", fields...)
+	}
+	return tlsCfg, nil
+}
+
+// newManager starts the branch engine on stateDir with serve's flags.
+func newManager(ctx context.Context, f *serveFlags, member *cluster.Member, stateDir string, user runtime.OSUser,
+	shim string, settings map[string]string, metrics *branches.Metrics, log *zap.Logger) (*branches.Manager, error) {
 	fps, err := loadFailpoints(log)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rt, err := newRuntime(ctx, f.runtime, stateDir, bins, user, log.Named("runtime"))
+	rt, err := newRuntime(ctx, f.runtime, stateDir, runtime.Binaries{Dir: f.pgBin}, user, log.Named("runtime"))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	metrics := branches.NewMetrics()
-	mgr, err := branches.New(ctx, branches.Config{
+	return branches.New(ctx, branches.Config{
 		StateDir:      stateDir,
 		Catalog:       f.catalog,
 		Runtime:       rt,
@@ -317,11 +407,11 @@ func serve(g *globalFlags, f *serveFlags) error {
 		NodeName:          memberName(member),
 		Seeds:             nodeSeedFetcher(f, member),
 	}, log.Named("branches"))
-	if err != nil {
-		return err
-	}
+}
 
-	px, err := proxy.New(proxy.Config{
+// newProxy is the client-facing server in front of mgr.
+func newProxy(f *serveFlags, tlsCfg *tls.Config, mgr *branches.Manager, log *zap.Logger) (*proxy.Server, error) {
+	return proxy.New(proxy.Config{
 		DefaultBranch:   f.defaultBranch,
 		AcquireTimeout:  f.startupTimeout,
 		Auth:            f.auth,
@@ -336,62 +426,18 @@ func serve(g *globalFlags, f *serveFlags) error {
 		KeepConns:       f.role == roleNode,
 		ServerLifetime:  f.serverLifetime,
 	}, branchesAdapter{mgr}, log.Named("proxy"))
-	if err != nil {
-		mgr.Close(context.Background())
-		return err
-	}
-	metricsHandler := newMetricsHandler(metrics, &px.Stats, px.RelayStats())
-	if f.metricsListen != "" {
-		stopMetrics, err := serveMetrics(f.metricsListen, metricsHandler)
-		if err != nil {
-			mgr.Close(context.Background())
-			return err
-		}
-		defer stopMetrics()
-	}
+}
 
-	api, err := admin.New(admin.Config{Manager: mgr, Store: mgr.Catalog(), Metrics: metricsHandler, Bootstrap: f.adminToken}, log.Named("admin"))
-	if err != nil {
-		mgr.Close(context.Background())
-		return err
-	}
-	adminSock := filepath.Join(stateDir, "admin.sock")
-	stopAdmin, err := serveAdmin(api, adminSock, f)
-	if err != nil {
-		mgr.Close(context.Background())
-		return err
-	}
-	defer stopAdmin()
-	if f.role == roleNode {
-		stopPeer, err := startPeer(f, member, mgr, api, log.Named("peer"))
-		if err != nil {
-			mgr.Close(context.Background())
-			return err
-		}
-		defer stopPeer()
-	}
-
-	lns, err := listenClients(ctx, f)
-	if err != nil {
-		mgr.Close(context.Background())
-		return err
-	}
-	mgr.SetProxyAddr(cmpOr(f.advertise, lns[0].Addr().String()))
-	if len(lns) > 1 {
-		mgr.SetProxySocket(lns[1].Addr().String())
-	}
-	fields := []zap.Field{zap.String("listen", lns[0].Addr().String()), zap.String("state_dir", stateDir),
-		zap.String("admin", adminSock), zap.Bool("lazyrw", shim != ""), unixSocketField(lns)}
-	log.Info("pgbranchproxy ready", append(fields, servingFields(f)...)...)
-	err = serveUntilDone(ctx, stop, px, lns, mgr.Restart(), log)
-	log.Info("shutting down", zap.Duration("grace", f.grace))
-	graceCtx, cancel := context.WithTimeout(context.Background(), f.grace)
+// shutDown lets the sessions run for grace, then stops the branch servers under
+// the sessions left, so that their clients get 57P01 (admin shutdown) rather than
+// a dropped connection, and closes the proxy.
+func shutDown(grace time.Duration, px *proxy.Server, mgr *branches.Manager, log *zap.Logger) {
+	log.Info("shutting down", zap.Duration("grace", grace))
+	graceCtx, cancel := context.WithTimeout(context.Background(), grace)
 	if !px.Drain(graceCtx) {
 		log.Info("grace period over: stopping branch servers under the sessions left")
 	}
 	cancel()
-	// Sessions still open now are ended by their branch server's fast shutdown, so
-	// their clients get 57P01 (admin shutdown) rather than a dropped connection.
 	closeCtx, cancel := context.WithTimeout(context.Background(), serverStopBound)
 	defer cancel()
 	if cerr := mgr.Close(closeCtx); cerr != nil {
@@ -401,7 +447,6 @@ func serve(g *globalFlags, f *serveFlags) error {
 	px.Shutdown(forceCtx)
 	cancelForce()
 	log.Info("stopped")
-	return err
 }
 
 // How long serve's stop may take after --grace: the branch servers' shutdown, then
