@@ -96,7 +96,7 @@ func (m *Manager) acquire(ctx context.Context, route router.Route, existing bool
 	if err != nil {
 		return nil, err
 	}
-	if err := m.checkDatabase(source, route); err != nil {
+	if err := m.checkDatabase(ctx, source, route); err != nil {
 		return nil, err
 	}
 	k := key{source, route.Branch}

@@ -2,6 +2,7 @@ package branches
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -17,8 +18,19 @@ import (
 // error is a *router.Error wrapping router.ErrUnknownDatabase (3D000 for clients),
 // or router.ErrUnknownBranch when the parent named by pgbranch.from does not exist.
 // An existing branch, or a base whose databases are not known, passes: its own
-// server then reports a missing database. It never creates, wakes or changes a branch.
-func (m *Manager) checkDatabase(source string, route router.Route) error {
+// server then reports a missing database. A running parent's databases are read
+// again before a refusal (readParent). It never creates, wakes or changes a branch.
+func (m *Manager) checkDatabase(ctx context.Context, source string, route router.Route) error {
+	err := m.checkBaseDatabase(source, route)
+	if errors.Is(err, router.ErrUnknownDatabase) && route.Options.From != "" {
+		m.readParent(ctx, source, route)
+		err = m.checkBaseDatabase(source, route)
+	}
+	return err
+}
+
+// checkBaseDatabase is checkDatabase on the base's databases as last read.
+func (m *Manager) checkBaseDatabase(source string, route router.Route) error {
 	m.mu.Lock()
 	var dbs []string
 	var seedID int64

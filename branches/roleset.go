@@ -24,6 +24,7 @@ func (m *Manager) Roles(ctx context.Context, route router.Route) (roles.Set, err
 	if err != nil {
 		return nil, err
 	}
+	m.readParent(ctx, source, route)
 	m.mu.Lock()
 	var text string
 	var seedID int64
