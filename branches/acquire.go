@@ -229,7 +229,9 @@ func (m *Manager) roomOrWaitLocked(ctx context.Context, roomBy *time.Time) (vict
 func (m *Manager) leaseLocked(ctx context.Context, b *branch, k key, branch string, created, existing bool) *Lease {
 	b.sessions++
 	b.peak = max(b.peak, b.sessions)
-	b.hadSession = true
+	// The engine's own work (a diff, a fork of it) is no session: an
+	// ephemeral branch no client has used yet stays for its first.
+	b.hadSession = b.hadSession || !existing
 	l := &Lease{m: m, b: b, socket: b.inst.SocketPath(), Source: k.source, Branch: branch, Created: created, internal: existing,
 		idleEpoch: b.idleEpoch}
 	if existing {
@@ -239,7 +241,7 @@ func (m *Manager) leaseLocked(ctx context.Context, b *branch, k key, branch stri
 	b.rec.LastUsedAt = l.use.at
 	m.running.Get(k)
 	// Only an ephemeral branch's restart needs to know (reconcile).
-	first, id := b.rec.Ephemeral && !b.rec.HadSession, b.rec.ID
+	first, id := b.rec.Ephemeral && !b.rec.HadSession && !existing, b.rec.ID
 	b.rec.HadSession = b.rec.HadSession || first
 	m.mu.Unlock()
 	if first {
