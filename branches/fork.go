@@ -111,10 +111,10 @@ func (m *Manager) adopt(ctx context.Context, b *branch, prec catalog.Branch, lay
 	m.mu.Lock()
 	b.rec.Layers = layers
 	b.rec.SeedID = prec.SeedID
-	b.rec.Parent = prec.Name
+	b.rec.Parent, b.rec.ParentID = prec.Name, prec.ID
 	m.mu.Unlock()
 	return m.save(ctx, b, "fork layer ready", func(r *catalog.Branch) {
-		r.Layers, r.SeedID, r.Parent, r.Roles = layers, prec.SeedID, prec.Name, parentRoles
+		r.Layers, r.SeedID, r.Parent, r.ParentID, r.Roles = layers, prec.SeedID, prec.Name, prec.ID, parentRoles
 	})
 }
 

@@ -17,19 +17,22 @@ type Info struct {
 	OwnedBytes int64  `json:"owned_bytes"`
 	Sessions   int    `json:"sessions"`
 	// IdleServers counts server sessions parked for reuse; they are not sessions.
-	IdleServers int        `json:"idle_servers"`
-	Parent      string     `json:"parent,omitempty"`
-	Ephemeral   bool       `json:"ephemeral"`
-	TTL         string     `json:"ttl,omitempty"`
-	Quota       int64      `json:"quota,omitempty"`
-	OverQuota   bool       `json:"over_quota,omitempty"`
-	PID         int        `json:"pid,omitempty"`
-	CreateMS    int64      `json:"create_ms"`
-	Error       string     `json:"error,omitempty"`
-	CreatedAt   time.Time  `json:"created_at"`
-	LastUsedAt  time.Time  `json:"last_used_at"`
-	ExpiresAt   *time.Time `json:"expires_at"`
-	Node        string     `json:"node,omitempty"` // the node that owns the branch in the catalog
+	IdleServers int    `json:"idle_servers"`
+	Parent      string `json:"parent,omitempty"`
+	// ParentGone: the branch Parent names was destroyed since the fork (a branch
+	// of that name made later is another).
+	ParentGone bool       `json:"parent_gone,omitempty"`
+	Ephemeral  bool       `json:"ephemeral"`
+	TTL        string     `json:"ttl,omitempty"`
+	Quota      int64      `json:"quota,omitempty"`
+	OverQuota  bool       `json:"over_quota,omitempty"`
+	PID        int        `json:"pid,omitempty"`
+	CreateMS   int64      `json:"create_ms"`
+	Error      string     `json:"error,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	LastUsedAt time.Time  `json:"last_used_at"`
+	ExpiresAt  *time.Time `json:"expires_at"`
+	Node       string     `json:"node,omitempty"` // the node that owns the branch in the catalog
 	// ServerView is, under a container runtime, the image and limits the
 	// branch's server starts with.
 	ServerView
@@ -54,7 +57,8 @@ func (m *Manager) list(all bool) []Info {
 		}
 		info := Info{Name: r.Name, Source: r.Source, State: string(r.State), CowMode: r.CowMode, OwnedBytes: r.OwnedBytes,
 			Sessions: b.sessions, IdleServers: b.idleCount, Parent: r.Parent, Ephemeral: r.Ephemeral, PID: r.PID, CreateMS: r.CreateMS,
-			Error: r.Error, CreatedAt: r.CreatedAt, LastUsedAt: r.LastUsedAt, OverQuota: b.overQuota}
+			Error: r.Error, CreatedAt: r.CreatedAt, LastUsedAt: r.LastUsedAt, OverQuota: b.overQuota,
+			ParentGone: m.parentGoneLocked(r)}
 		info.Quota = r.Quota
 		if info.Quota == 0 {
 			info.Quota = m.cfg.Policy.Quota
@@ -115,4 +119,19 @@ func (m *Manager) list(all bool) []Info {
 		return strings.Compare(a.Name, b.Name)
 	})
 	return out
+}
+
+// parentGoneLocked reports whether the branch r was forked from has been destroyed:
+// the branch of its parent's name is another (or none, or an ephemeral one whose
+// last session has ended), or, for a row from before
+// parents' ids were recorded, there is no branch of that name. m.mu is held.
+func (m *Manager) parentGoneLocked(r catalog.Branch) bool {
+	if r.Parent == "" {
+		return false
+	}
+	p := m.branches[key{r.Source, r.Parent}]
+	if p == nil || p.ended() {
+		return true
+	}
+	return r.ParentID != 0 && p.rec.ID != r.ParentID
 }

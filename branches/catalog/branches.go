@@ -29,11 +29,15 @@ const (
 
 // Branch is one copy-on-write branch of a seed.
 type Branch struct {
-	ID         int64
-	Source     string
-	Name       string
-	SeedID     int64
-	Parent     string   // parent branch name, "" when branched from the seed
+	ID     int64
+	Source string
+	Name   string
+	SeedID int64
+	Parent string // parent branch name, "" when branched from the seed
+	// ParentID is the parent's id as of the fork (a branch of the parent's name
+	// made after it was destroyed is another); 0 for a branch of the seed, and for
+	// rows recorded before it was.
+	ParentID   int64
 	Layers     []string // read-only overlay layers, top first; the last is the seed
 	State      State
 	CowMode    string // "lazyrw" or "eager", as observed at the last start
@@ -66,7 +70,7 @@ type Branch struct {
 
 const branchCols = `id, source, name, seed_id, parent, layers, state, cow_mode, pid, ttl_ns, ephemeral, quota, roles,
 	owned_bytes, create_ms, error, created_at, last_used_at, state_at, databases, pooled,
-	COALESCE(node_id, ''), COALESCE(node_epoch, 0), had_session`
+	COALESCE(node_id, ''), COALESCE(node_epoch, 0), had_session, parent_id`
 
 func scanBranch(sc interface{ Scan(...any) error }) (Branch, error) {
 	var b Branch
@@ -74,7 +78,7 @@ func scanBranch(sc interface{ Scan(...any) error }) (Branch, error) {
 	var ttl, created, used, stateAt int64
 	err := sc.Scan(&b.ID, &b.Source, &b.Name, &b.SeedID, &b.Parent, &layers, &b.State, &b.CowMode, &b.PID,
 		&ttl, &b.Ephemeral, &b.Quota, &b.Roles, &b.OwnedBytes, &b.CreateMS, &b.Error, &created, &used, &stateAt, &dbs, &b.Pooled,
-		&b.NodeID, &b.NodeEpoch, &b.HadSession)
+		&b.NodeID, &b.NodeEpoch, &b.HadSession, &b.ParentID)
 	b.Layers, b.Databases = splitList(layers), splitList(dbs)
 	b.TTL = time.Duration(ttl)
 	b.CreatedAt, b.LastUsedAt, b.StateAt = fromNano(created), fromNano(used), fromNano(stateAt)
@@ -104,12 +108,12 @@ func (c *Catalog) InsertBranch(ctx context.Context, b Branch, reason string) (_ 
 		}
 		// INSERT ... SELECT, not VALUES, so that the source's existence and the
 		// fence are in the statement.
-		err := tx.queryRow(ctx, `INSERT INTO branches (source, name, seed_id, parent, layers, state, cow_mode, pid,
+		err := tx.queryRow(ctx, `INSERT INTO branches (source, name, seed_id, parent, parent_id, layers, state, cow_mode, pid,
 			ttl_ns, ephemeral, quota, roles, owned_bytes, create_ms, error, created_at, last_used_at, state_at, databases, pooled,
 			node_id, node_epoch)
-			SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+			SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
 			WHERE EXISTS (SELECT 1 FROM sources WHERE name = ?)`+cond+` RETURNING id`,
-			append([]any{b.Source, b.Name, b.SeedID, b.Parent, joinList(b.Layers), b.State, b.CowMode, b.PID,
+			append([]any{b.Source, b.Name, b.SeedID, b.Parent, b.ParentID, joinList(b.Layers), b.State, b.CowMode, b.PID,
 				int64(b.TTL), b.Ephemeral, b.Quota, b.Roles, b.OwnedBytes, b.CreateMS, b.Error,
 				unixNano(b.CreatedAt), unixNano(b.LastUsedAt), unixNano(b.StateAt), joinList(b.Databases), b.Pooled,
 				node, epoch, b.Source}, args...)...).Scan(&id)
@@ -173,9 +177,9 @@ func (c *Catalog) UpdateBranch(ctx context.Context, b Branch, reason string) (er
 		}
 		// seed_id too: a branch made from another takes its parent's seed
 		// generation (fork.go's adopt), which need not be the source's newest.
-		_, err = tx.exec(ctx, `UPDATE branches SET seed_id = ?, parent = ?, layers = ?, state = ?, cow_mode = ?, pid = ?,
+		_, err = tx.exec(ctx, `UPDATE branches SET seed_id = ?, parent = ?, parent_id = ?, layers = ?, state = ?, cow_mode = ?, pid = ?,
 			ttl_ns = ?, ephemeral = ?, quota = ?, roles = ?, owned_bytes = ?, create_ms = ?, error = ?, last_used_at = ?, state_at = ?, databases = ? WHERE id = ?`,
-			b.SeedID, b.Parent, joinList(b.Layers), b.State, b.CowMode, b.PID, int64(b.TTL), b.Ephemeral, b.Quota, b.Roles, b.OwnedBytes,
+			b.SeedID, b.Parent, b.ParentID, joinList(b.Layers), b.State, b.CowMode, b.PID, int64(b.TTL), b.Ephemeral, b.Quota, b.Roles, b.OwnedBytes,
 			b.CreateMS, b.Error, unixNano(b.LastUsedAt), unixNano(b.StateAt), joinList(b.Databases), b.ID)
 		if err != nil || from == b.State {
 			return err

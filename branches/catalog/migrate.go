@@ -36,6 +36,8 @@ var addedColumns = []column{
 	{"nodes", "drained", "<bool> NOT NULL DEFAULT <false>"},
 	// A client session has used the branch (Branch.HadSession).
 	{"branches", "had_session", "<bool> NOT NULL DEFAULT <false>"},
+	// The parent's id as of the fork (Branch.ParentID); 0 on rows from before.
+	{"branches", "parent_id", "<int> NOT NULL DEFAULT 0"},
 }
 
 // migrate adds the columns of cols that the database lacks, inside tx.
