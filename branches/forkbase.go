@@ -28,8 +28,14 @@ func (m *Manager) readParent(ctx context.Context, source string, route router.Ro
 		return
 	}
 	pk := key{source, route.Options.From}
+	asked := m.now()
 	err := m.do(ctx, pk, "roles", func(p *branch) error {
-		if p.inst == nil || p.ended() || (p.sessions == 0 && !p.rec.LastUsedAt.After(p.rolesAt)) {
+		switch {
+		case p.inst == nil || p.ended():
+			return errParentRead
+		case !p.rolesRead.Before(asked):
+			return errParentRead // read since: forks fanning out share a read
+		case p.sessions == 0 && !p.rec.LastUsedAt.After(p.rolesRead):
 			return errParentRead
 		}
 		p.rolesAt = m.now()

@@ -153,6 +153,7 @@ type branch struct {
 	measuredAt   time.Time // when OwnedBytes was last measured
 	persistedUse time.Time // the LastUsedAt the catalog has
 	rolesAt      time.Time // when the roles were last read from the running server
+	rolesRead    time.Time // when the last read of the roles that completed began (forkbase.go)
 
 	idle      map[string][]parkedConn // parked server sessions by startup key, oldest first
 	idleCount int

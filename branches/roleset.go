@@ -65,10 +65,16 @@ func (m *Manager) refreshRoles(ctx context.Context, b *branch) error {
 	if err := m.fault(failpoint.Roles, b); err != nil {
 		return err
 	}
+	began := m.now()
 	set, dbs, err := readRoles(ctx, inst.SocketPath(), sd)
 	if err != nil {
 		return fmt.Errorf("read roles of branch %q: %w", rec.Name, err)
 	}
+	m.mu.Lock()
+	if b.rolesRead.Before(began) {
+		b.rolesRead = began
+	}
+	m.mu.Unlock()
 	if enc := set.Encode(); enc != rec.Roles || !slices.Equal(dbs, rec.Databases) {
 		return m.save(ctx, b, "roles changed", func(r *catalog.Branch) { r.Roles, r.Databases = enc, dbs })
 	}
