@@ -2,6 +2,7 @@ package branches
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -31,7 +32,7 @@ func (m *Manager) Create(ctx context.Context, name string, opts CreateOptions) e
 			return err
 		}
 	}
-	source, err := m.pickSource(opts.Source)
+	source, err := m.createSource(opts)
 	if err != nil {
 		return err
 	}
@@ -241,6 +242,19 @@ func (m *Manager) sourceOfBranch(source, name string) (string, error) {
 		return found[0], nil
 	}
 	return "", fmt.Errorf("%w: branch %q exists in several sources %v: name one with --source", ErrInvalid, name, found)
+}
+
+// createSource is the source of a new branch: opts.Source, else its parent's (the
+// only source with a branch named opts.From), else pickSource's.
+func (m *Manager) createSource(opts CreateOptions) (string, error) {
+	if opts.Source != "" || opts.From == "" {
+		return m.pickSource(opts.Source)
+	}
+	source, err := m.sourceOfBranch("", opts.From)
+	if errors.Is(err, ErrNotFound) {
+		return "", fmt.Errorf("parent branch %q: %w", opts.From, ErrNotFound)
+	}
+	return source, err
 }
 
 // pickSource returns name if it exists; when name is "", the only source, else the
