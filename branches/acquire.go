@@ -171,7 +171,7 @@ func (m *Manager) acquire(ctx context.Context, route router.Route, existing bool
 				return nil, fmt.Errorf("%w: cannot reset branch %q: it has %d other sessions", ErrBusy, k.name, b.sessions)
 			}
 			resetDone = true
-			o = m.resetOnConnectLocked(b)
+			o = m.resetOnConnectLocked(b, route.Params["user"])
 		case b.rec.State == catalog.Running && b.inst != nil:
 			if limit := m.cfg.MaxSessions; limit > 0 && b.sessions >= limit {
 				m.mu.Unlock()
@@ -250,12 +250,12 @@ func (m *Manager) leaseLocked(ctx context.Context, b *branch, k key, branch stri
 	return l
 }
 
-// resetOnConnectLocked starts resetting b for a client that asked for it
-// (pgbranch.reset=on). m.mu is held and b has no other session.
-func (m *Manager) resetOnConnectLocked(b *branch) *op {
+// resetOnConnectLocked starts resetting b for a client of role user that asked
+// for it (pgbranch.reset=on). m.mu is held and b has no other session.
+func (m *Manager) resetOnConnectLocked(b *branch, user string) *op {
 	return m.startOp(b, "reset", func(ctx context.Context) error {
 		start := time.Now()
-		err := m.resetBranch(ctx, b, "reset on connect")
+		err := m.resetBranch(ctx, b, fmt.Sprintf("reset on connect by role %q", user))
 		if err == nil {
 			m.cfg.Metrics.action("reset", "on_connect")
 			m.cfg.Metrics.took("reset", time.Since(start))

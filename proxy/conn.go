@@ -756,7 +756,10 @@ func (s *Server) login(conn net.Conn, route router.Route, user string, raw net.C
 	if errors.Is(err, errAuthFailed) {
 		s.failures.fail(host, user, tlsUsed, time.Now())
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return mayReset(route, set, user)
 }
 
 // errNoUser: a startup packet without a user name (28000, as Postgres answers it).

@@ -99,16 +99,17 @@ func TestRead(t *testing.T) {
 		canLogin   bool
 		until      string // RFC 3339, "" for none
 		canAuth    bool
+		super      bool
 	}{
-		{"postgres", false, false, true, "", false}, // initdb -A trust: no password
-		{"app", true, false, true, "", true},
-		{"grp", true, false, false, "", false},
-		{"nopass", false, false, true, "", false},
-		{"expired", true, false, true, "2001-02-03T04:05:06Z", false},
-		{"later", true, false, true, "2999-01-01T00:00:00Z", true},
-		{"Mixed Case", true, false, true, "", true},
-		{"old", false, true, true, "", true},
-		{"pg_monitor", false, false, false, "", false}, // a predefined role
+		{"postgres", false, false, true, "", false, true}, // initdb -A trust: no password
+		{"app", true, false, true, "", true, false},
+		{"grp", true, false, false, "", false, false},
+		{"nopass", false, false, true, "", false, false},
+		{"expired", true, false, true, "2001-02-03T04:05:06Z", false, false},
+		{"later", true, false, true, "2999-01-01T00:00:00Z", true, false},
+		{"Mixed Case", true, false, true, "", true, false},
+		{"old", false, true, true, "", true, false},
+		{"pg_monitor", false, false, false, "", false, false}, // a predefined role
 	}
 	for _, tc := range tests {
 		r, ok := set[tc.name]
@@ -129,6 +130,9 @@ func TestRead(t *testing.T) {
 			if r.ValidUntil == nil || !r.ValidUntil.Equal(want) || r.ValidUntil.Location() != time.UTC {
 				t.Errorf("role %q ValidUntil = %v, want %v in UTC", tc.name, r.ValidUntil, want)
 			}
+		}
+		if r.Superuser == nil || *r.Superuser != tc.super || r.MaySuperuse() != tc.super {
+			t.Errorf("role %q Superuser = %v, want %v", tc.name, r.Superuser, tc.super)
 		}
 		if got := r.CanAuthenticate(now); got != tc.canAuth {
 			t.Errorf("role %q CanAuthenticate = %v, want %v", tc.name, got, tc.canAuth)

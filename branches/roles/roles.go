@@ -14,6 +14,9 @@ type Role struct {
 	Password   string     `json:"password,omitempty"` // rolpassword: a SCRAM-SHA-256 or md5 verifier, or ""
 	CanLogin   bool       `json:"can_login"`
 	ValidUntil *time.Time `json:"valid_until,omitempty"`
+	// Superuser is rolsuper; nil in a set recorded before it was read, where it
+	// is not known.
+	Superuser *bool `json:"superuser,omitempty"`
 }
 
 // CanAuthenticate reports whether the role may log in with a password at t: it has
@@ -22,12 +25,18 @@ func (r Role) CanAuthenticate(t time.Time) bool {
 	return r.CanLogin && r.Password != "" && (r.ValidUntil == nil || !t.After(*r.ValidUntil))
 }
 
+// MaySuperuse reports whether the role is a superuser, or may be taken for one
+// because its set was recorded before superusers were (Superuser nil).
+func (r Role) MaySuperuse() bool {
+	return r.Superuser == nil || *r.Superuser
+}
+
 // Set is the roles of one cluster, by name.
 type Set map[string]Role
 
 // query needs a superuser: pg_authid holds the verifiers.
 // 'infinity' never expires; '-infinity' has always expired.
-const query = `SELECT rolname, coalesce(rolpassword, ''), rolcanlogin,
+const query = `SELECT rolname, coalesce(rolpassword, ''), rolcanlogin, rolsuper,
 	CASE WHEN rolvaliduntil = 'infinity' THEN NULL
 	     WHEN rolvaliduntil = '-infinity' THEN 'epoch'::timestamptz
 	     ELSE rolvaliduntil END
@@ -43,7 +52,8 @@ func Read(ctx context.Context, conn *pgx.Conn) (Set, error) {
 	for rows.Next() {
 		var r Role
 		var until *time.Time
-		if err := rows.Scan(&r.Name, &r.Password, &r.CanLogin, &until); err != nil {
+		var super bool
+		if err := rows.Scan(&r.Name, &r.Password, &r.CanLogin, &super, &until); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -51,6 +61,7 @@ func Read(ctx context.Context, conn *pgx.Conn) (Set, error) {
 			u := until.UTC()
 			r.ValidUntil = &u
 		}
+		r.Superuser = &super
 		set[r.Name] = r
 	}
 	return set, rows.Err()

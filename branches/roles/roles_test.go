@@ -43,7 +43,8 @@ func TestCanAuthenticate(t *testing.T) {
 }
 
 func roleEqual(a, b roles.Role) bool {
-	if a.Name != b.Name || a.Password != b.Password || a.CanLogin != b.CanLogin || (a.ValidUntil == nil) != (b.ValidUntil == nil) {
+	if a.Name != b.Name || a.Password != b.Password || a.CanLogin != b.CanLogin || (a.ValidUntil == nil) != (b.ValidUntil == nil) ||
+		(a.Superuser == nil) != (b.Superuser == nil) || a.Superuser != nil && *a.Superuser != *b.Superuser {
 		return false
 	}
 	return a.ValidUntil == nil || a.ValidUntil.Equal(*b.ValidUntil)
@@ -60,8 +61,8 @@ func TestEncodeDecode(t *testing.T) {
 		{"one", roles.Set{"app": {Name: "app", Password: verifier, CanLogin: true}}},
 		{"several", roles.Set{
 			"app":      {Name: "app", Password: verifier, CanLogin: true, ValidUntil: &until},
-			"group":    {Name: "group"},
-			"postgres": {Name: "postgres", CanLogin: true},
+			"group":    {Name: "group", Superuser: new(false)},
+			"postgres": {Name: "postgres", CanLogin: true, Superuser: new(true)},
 			`we"ird ü`: {Name: `we"ird ü`, Password: "md5abc", CanLogin: true},
 		}},
 	}
@@ -86,6 +87,27 @@ func TestEncodeDecode(t *testing.T) {
 				t.Errorf("Encode is not stable: %q then %q", text, again)
 			}
 		})
+	}
+}
+
+func TestMaySuperuse(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		r    roles.Role
+		want bool
+	}{
+		{"superuser", roles.Role{Name: "postgres", Superuser: new(true)}, true},
+		{"not a superuser", roles.Role{Name: "app", Superuser: new(false)}, false},
+		{"recorded before superusers were", roles.Role{Name: "app"}, true},
+	} {
+		if got := tc.r.MaySuperuse(); got != tc.want {
+			t.Errorf("%s: MaySuperuse = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	old, err := roles.Decode(`{"app":{"name":"app","can_login":true}}`)
+	if err != nil || old["app"].Superuser != nil {
+		t.Errorf("a set recorded before superusers: %+v, %v; want Superuser nil", old["app"], err)
 	}
 }
 
