@@ -73,6 +73,7 @@ type server struct {
 	state    string
 	addr     string
 	args     []string
+	under    []string // a command serve runs under (prlimit …), or none
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	logMu    sync.Mutex
@@ -107,7 +108,14 @@ func freeAddr(t testing.TB) string {
 // startServer starts serve with extra flags and waits for its admin socket.
 func startServer(t testing.TB, state string, extra ...string) *server {
 	t.Helper()
-	s := &server{t: t, state: state, addr: freeAddr(t), stateDir: state}
+	return startServerUnder(t, nil, state, extra...)
+}
+
+// startServerUnder starts serve as startServer does, run by the command under
+// (which must exec it, as prlimit does, so that signals reach serve).
+func startServerUnder(t testing.TB, under []string, state string, extra ...string) *server {
+	t.Helper()
+	s := &server{t: t, state: state, addr: freeAddr(t), stateDir: state, under: under}
 	s.args = append([]string{"--state-dir", state, "serve", "--listen", s.addr, "--shim", shimPath}, extra...)
 	if !slices.Contains(extra, "--auth") {
 		s.args = append(s.args, "--auth", "trust")
@@ -126,6 +134,9 @@ func startServer(t testing.TB, state string, extra ...string) *server {
 func (s *server) start() {
 	s.t.Helper()
 	s.cmd = exec.Command(binPath, s.args...)
+	if len(s.under) > 0 {
+		s.cmd = exec.Command(s.under[0], append(append(s.under[1:len(s.under):len(s.under)], binPath), s.args...)...)
+	}
 	pr, pw := io.Pipe()
 	s.cmd.Stdout, s.cmd.Stderr = pw, pw
 	s.exited = make(chan struct{})

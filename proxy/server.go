@@ -116,7 +116,8 @@ type Config struct {
 	// TLS, when set, is offered to clients; TLSMode says whether it is required.
 	TLS     *tls.Config
 	TLSMode string // TLSAllow (default with TLS) or TLSRequire; TLSDisable without TLS
-	// MaxClientConns refuses connections beyond this many with 53300; 0: no limit.
+	// MaxClientConns refuses connections beyond this many with 53300; 0: a quarter
+	// of the process's open-file limit (clientConnsFor); negative: no limit.
 	MaxClientConns int
 	// WriteTimeout cuts off a client that does not read what its session sends for
 	// this long (default 60s).
@@ -187,6 +188,9 @@ type Server struct {
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
+	// room, when set, is closed by the next untrack: accept loops waiting for
+	// the connections to drop below the cap (waitRoom) wait on it.
+	room chan struct{}
 	// keptWaiting are kept connections between sessions (waitKept), which a
 	// drain closes.
 	keptWaiting map[net.Conn]struct{}
@@ -220,6 +224,9 @@ func New(cfg Config, b Branches, log *zap.Logger) (*Server, error) {
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 60 * time.Second
+	}
+	if cfg.MaxClientConns == 0 {
+		cfg.MaxClientConns = clientConnsFor(openFileLimit())
 	}
 	if cfg.FailedLogins == 0 {
 		cfg.FailedLogins = 20
@@ -293,6 +300,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer stop()
 	var delay time.Duration
 	for {
+		if !s.waitRoom(ctx) {
+			return nil
+		}
 		conn, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -348,8 +358,12 @@ func (s *Server) untrack(c net.Conn) {
 	if s.conns != nil {
 		delete(s.conns, c)
 	}
-	s.mu.Unlock()
 	s.Stats.Active.Add(-1)
+	if s.room != nil {
+		close(s.room)
+		s.room = nil
+	}
+	s.mu.Unlock()
 	s.wg.Done()
 }
 
@@ -450,6 +464,9 @@ func (s *Server) runLater() {
 func (s *Server) pump() *pump {
 	return s.pumps[int(s.nextPump.Add(1))%len(s.pumps)]
 }
+
+// MaxClientConns is the cap on client connections at once; negative: none.
+func (s *Server) MaxClientConns() int { return s.cfg.MaxClientConns }
 
 // RelayStats tells which relay sessions use and why sessions fell back from the
 // kernel relay.

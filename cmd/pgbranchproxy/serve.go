@@ -103,7 +103,7 @@ func newServe(g *globalFlags) *cobra.Command {
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS private key file (PEM)")
 	fl.BoolVar(&f.tlsAuto, "tls-auto", false, "make a CA and a server certificate under <state-dir>/tls (clients verify with tls/ca.crt)")
 	fl.StringVar(&f.tlsMode, "tls-mode", "", "disable, allow or require (default: allow with a certificate, else disable)")
-	fl.IntVar(&f.maxClientConns, "max-client-conns", 0, "client connections at once; more get 53300 (0: no limit)")
+	fl.IntVar(&f.maxClientConns, "max-client-conns", 0, "client connections at once, logged in or not; more get 53300 (0: a quarter of the open-file limit; negative: no limit)")
 	fl.IntVar(&f.maxSessions, "max-sessions", 0, "sessions per branch; more get 53300 (0: no limit)")
 	fl.IntVar(&f.maxCreating, "max-creating", 4, "branch creations at once; more wait their turn")
 	fl.IntVar(&f.maxLayers, "max-layers", 32, "read-only layers a branch of a branch may be mounted with; deeper forks flatten")
@@ -273,7 +273,7 @@ func serve(g *globalFlags, f *serveFlags) error {
 		mgr.SetProxySocket(lns[1].Addr().String())
 	}
 	fields := []zap.Field{zap.String("listen", lns[0].Addr().String()), zap.String("state_dir", stateDir),
-		zap.String("admin", adminSock), zap.Bool("lazyrw", shim != ""), unixSocketField(lns)}
+		zap.String("admin", adminSock), zap.Bool("lazyrw", shim != ""), unixSocketField(lns), zap.Int("max_client_conns", px.MaxClientConns())}
 	log.Info("pgbranchproxy ready", append(fields, servingFields(f)...)...)
 	serving = true
 	err = serveUntilDone(ctx, stop, px, lns, mgr.Restart(), log)

@@ -124,7 +124,7 @@ func serveFront(g *globalFlags, f *serveFlags) error {
 	fw.setClients(lns)
 	fields := []zap.Field{zap.String("listen", lns[0].Addr().String()), zap.String("catalog", cat.Backend()),
 		zap.String("to_nodes", map[bool]string{true: "mutual TLS as " + memberName(member), false: "plain TCP"}[member != nil]),
-		unixSocketField(lns)}
+		unixSocketField(lns), zap.Int("max_client_conns", px.MaxClientConns())}
 	log.Info("pgbranchproxy front ready", append(fields, servingFields(f)...)...)
 	err = serveUntilDone(ctx, stop, px, lns, nil, log)
 	stopSessions(px, f.grace, log)
