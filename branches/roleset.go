@@ -3,6 +3,7 @@ package branches
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"time"
@@ -19,9 +20,16 @@ import (
 // branch's own, as last read from its server, when it exists; else its base's (the
 // parent named by pgbranch.from, or the source's seed). It never creates, wakes or
 // changes a branch.
+//
+// A route whose source cannot be told in a way that names sources or databases
+// (router.NamesSources) gets a *roles.AfterLogin with the roles of every source's
+// seed, so that only a client that logs in is told which sources there are.
 func (m *Manager) Roles(ctx context.Context, route router.Route) (roles.Set, error) {
 	source, err := router.ResolveSource(route, m.routerSources(route.Branch))
 	if err != nil {
+		if router.NamesSources(err) {
+			return nil, m.afterLogin(err)
+		}
 		return nil, err
 	}
 	m.readParent(ctx, source, route)
@@ -47,6 +55,33 @@ func (m *Manager) Roles(ctx context.Context, route router.Route) (roles.Set, err
 		text = sd.Roles
 	}
 	return roles.Decode(text)
+}
+
+// afterLogin wraps err, an error a client may be told only once it has logged
+// in, with the roles of every source's current seed (a role of several sources
+// as the first of them by name has it) to log in with first.
+func (m *Manager) afterLogin(err error) error {
+	m.mu.Lock()
+	var ids []int64
+	for _, name := range slices.Sorted(maps.Keys(m.sources)) {
+		if s := m.sources[name]; s.seed != nil {
+			ids = append(ids, s.seed.ID)
+		}
+	}
+	m.mu.Unlock()
+	sets := make([]roles.Set, 0, len(ids))
+	for _, id := range ids {
+		sd, serr := m.seedByID(id)
+		if serr != nil {
+			return serr
+		}
+		set, serr := roles.Decode(sd.Roles)
+		if serr != nil {
+			return serr
+		}
+		sets = append(sets, set)
+	}
+	return &roles.AfterLogin{Set: roles.Union(sets...), Err: err}
 }
 
 // refreshRoles reads the roles of a running branch and records them if they changed.

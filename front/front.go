@@ -66,9 +66,14 @@ func New(cat *catalog.Catalog, dial Dialer) *Branches {
 }
 
 // Roles returns the login roles of the route's branch, of its parent for a new
-// branch of a branch, or of its source's current seed.
+// branch of a branch, or of its source's current seed. A route whose source
+// cannot be told in a way that names sources or databases gets a
+// *roles.AfterLogin, as from the engine (branches.Manager.Roles).
 func (b *Branches) Roles(ctx context.Context, r router.Route) (roles.Set, error) {
 	src, err := b.resolve(ctx, r)
+	if err != nil && router.NamesSources(err) {
+		return nil, b.afterLogin(ctx, err)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/errs"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/roles"
 	"github.com/pgbranchproxy/pgbranchproxy/proxy"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
 )
@@ -189,6 +190,44 @@ func TestRolesFromCatalog(t *testing.T) {
 	set, err = b.Roles(ctx, route(t, "app@own"))
 	if _, ok := set["bob"]; err != nil || !ok {
 		t.Fatalf("roles of a recorded branch: %v %v", set, err)
+	}
+}
+
+// TestRolesBeforeSourcesNamed: a route that names no known source gets the error
+// that lists the sources only after a login against the roles of every source's
+// seed (roles.AfterLogin), as from the engine.
+func TestRolesBeforeSourcesNamed(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	if err := r.cat.AddSource(ctx, catalog.Source{Name: "crm", Kind: "empty"}); err != nil {
+		t.Fatal(err)
+	}
+	sd, err := r.cat.AddSeed(ctx, catalog.Seed{Source: "crm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd.State, sd.Databases, sd.Roles = catalog.SeedReady, []string{"crm"}, `{"alice":{"name":"alice","password":"crm"},"carol":{}}`
+	if err := r.cat.UpdateSeed(ctx, sd); err != nil {
+		t.Fatal(err)
+	}
+	b := New(r.cat, nil)
+	for _, params := range []map[string]string{
+		{"user": "alice", "database": "app@x", "options": "-c pgbranch.source=nope"},
+		{"user": "alice", "database": "nowhere@x"},
+	} {
+		name := params["database"]
+		rt, perr := router.Parse(params, "main")
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		_, err := b.Roles(ctx, rt)
+		var later *roles.AfterLogin
+		if !errors.As(err, &later) || !router.NamesSources(later.Err) {
+			t.Fatalf("%s: %v, want roles.AfterLogin of the resolution error", name, err)
+		}
+		if len(later.Set) != 2 || later.Set["alice"].Password == "crm" {
+			t.Errorf("%s: roles %v, want alice of app (the first source by name) and carol of crm", name, later.Set)
+		}
 	}
 }
 

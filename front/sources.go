@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/pgbranchproxy/pgbranchproxy/branches/catalog"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/roles"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
 	"golang.org/x/sync/singleflight"
 )
@@ -45,6 +47,27 @@ func (b *Branches) resolve(ctx context.Context, r router.Route) (sourceSeed, err
 			return sourceSeed{}, err
 		}
 	}
+}
+
+// afterLogin wraps err, an error a client may be told only once it has logged
+// in, with the roles of every source's current seed (a role of several sources
+// as the first of them by name has it) to log in with first.
+func (b *Branches) afterLogin(ctx context.Context, err error) error {
+	srcs, lerr := b.load(ctx, false)
+	if lerr != nil {
+		return lerr
+	}
+	srcs = slices.Clone(srcs)
+	slices.SortFunc(srcs, func(x, y sourceSeed) int { return strings.Compare(x.name, y.name) })
+	sets := make([]roles.Set, 0, len(srcs))
+	for _, s := range srcs {
+		set, derr := roles.Decode(s.roles)
+		if derr != nil {
+			return derr
+		}
+		sets = append(sets, set)
+	}
+	return &roles.AfterLogin{Set: roles.Union(sets...), Err: err}
 }
 
 // load returns the sources, read again when they are older than sourcesTTL or

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/roles"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
 	"go.uber.org/zap"
 )
@@ -749,6 +750,10 @@ func (s *Server) login(conn net.Conn, route router.Route, user string, raw net.C
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StartupTimeout)
 	defer cancel()
 	set, err := s.branches.Roles(ctx, route)
+	var later *roles.AfterLogin
+	if errors.As(err, &later) {
+		set, err = later.Set, nil
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %w", errRoles, err)
 	}
@@ -758,6 +763,9 @@ func (s *Server) login(conn net.Conn, route router.Route, user string, raw net.C
 	}
 	if err != nil {
 		return err
+	}
+	if later != nil {
+		return later.Err // what it names is for clients that logged in
 	}
 	return mayReset(route, set, user)
 }

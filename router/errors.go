@@ -35,6 +35,13 @@ var ErrUnknownBranch = errors.New("unknown branch")
 // ErrNoSources is returned by ResolveSource when there are no sources at all.
 var ErrNoSources = errors.New("no sources")
 
+// NamesSources reports whether err, from ResolveSource, tells which sources there
+// are or which databases they have (an unknown source, a database in several
+// sources or in none): what Postgres tells no one before they have logged in.
+func NamesSources(err error) bool {
+	return errors.Is(err, ErrUnknownSource) || errors.Is(err, ErrAmbiguousSource) || errors.Is(err, ErrUnknownDatabase)
+}
+
 // Error is a routing error to report to the client. Err is one of the Err* sentinels
 // (use errors.Is); Message and Hint are client-facing, lowercase in the Postgres style,
 // bounded in length, and quote client input with Go quoting. The zero value has no
