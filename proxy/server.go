@@ -110,6 +110,11 @@ type Config struct {
 	// of this proxy holds (a front passes them to the nodes: the key may be one a
 	// node issued to a client of another front).
 	CancelElsewhere func(pid uint32, secret []byte, timeout time.Duration)
+	// AuthSecret is what the stand-in SCRAM salt of a role that does not exist is
+	// derived from, with the role's name: servers that share it (a restart, the
+	// fronts of one catalog) answer such a role with the same salt, as a real
+	// role's stays the same. Empty: a random one of this process.
+	AuthSecret []byte
 	// Auth is how clients authenticate at the proxy: AuthSCRAM, AuthMD5 or AuthTrust.
 	// The zero value is AuthTrust; the command's default is AuthSCRAM.
 	Auth string
@@ -271,8 +276,11 @@ func New(cfg Config, b Branches, log *zap.Logger) (*Server, error) {
 			cfg.TLS.MinVersion = tls.VersionTLS12
 		}
 	}
-	secret := make([]byte, 32)
-	rand.Read(secret)
+	secret := cfg.AuthSecret
+	if len(secret) == 0 {
+		secret = make([]byte, 32)
+		rand.Read(secret)
+	}
 	s := &Server{cfg: cfg, branches: b, log: log, cancels: newCancels(), failures: newFailures(cfg.FailedLogins, time.Minute),
 		fakeSecret: secret, conns: map[net.Conn]struct{}{}, keptWaiting: map[net.Conn]struct{}{}, relayStats: newRelayStats(cfg.Relay),
 		stopRelays: make(chan struct{})}

@@ -81,7 +81,7 @@ func (c *Catalog) setup(ctx context.Context) error {
 		if err := c.d.lockSchema(ctx, tx.tx); err != nil {
 			return fmt.Errorf("lock schema: %w", err)
 		}
-		for _, stmt := range strings.Split(c.d.types().Replace(schema+schemaAdmin+schemaBinding+schemaNodes+schemaSeedCopies), ";") {
+		for _, stmt := range strings.Split(c.d.types().Replace(schema+schemaAdmin+schemaBinding+schemaAuthSecret+schemaNodes+schemaSeedCopies), ";") {
 			if strings.TrimSpace(stmt) == "" {
 				continue
 			}

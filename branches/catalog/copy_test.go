@@ -108,6 +108,8 @@ func fill(t *testing.T, c *catalog.Catalog) {
 	check(c.SetServerSettings(ctx, "a", "feature", b.CreatedAt, catalog.ServerSettings{CPUs: 0.5, PIDs: 64}))
 	check(c.AddToken(ctx, catalog.Token{Name: "ci", Role: "ci", Prefix: "pr-", Hash: []byte{0, 1, 255}, CreatedAt: at(5)}))
 	check(c.AppendAudit(ctx, catalog.AuditEntry{At: at(6), Actor: "local", Action: "branch.create", Target: "feature", Result: "ok"}))
+	_, err = c.AuthSecret(ctx)
+	check(err)
 }
 
 // TestCopy moves a catalog between every pair of backends: every row arrives,
@@ -129,7 +131,7 @@ func TestCopy(t *testing.T) {
 					t.Fatalf("Copy: %v", err)
 				}
 				wantN := catalog.Copied{"sources": 2, "seeds": 1, "branches": 2, "transitions": 5,
-					"server_settings": 2, "tokens": 1, "audit": 1, "binding": 1, "nodes": 1, "node_seeds": 1}
+					"server_settings": 2, "tokens": 1, "audit": 1, "binding": 1, "auth_secret": 1, "nodes": 1, "node_seeds": 1}
 				if !reflect.DeepEqual(n, wantN) {
 					t.Errorf("Copy copied %v, want %v", n, wantN)
 				}

@@ -106,6 +106,15 @@ CREATE TABLE IF NOT EXISTS binding (
 );
 `
 
+// schemaAuthSecret holds at most one row: the secret of the stand-in login
+// exchanges for roles that do not exist (authsecret.go).
+const schemaAuthSecret = `
+CREATE TABLE IF NOT EXISTS auth_secret (
+	one    <int> PRIMARY KEY CHECK (one = 1),
+	secret <blob> NOT NULL
+);
+`
+
 // schemaNodes holds the nodes: the processes that run branches on a catalog,
 // each under the id of its state directory (nodes.go). lease_until is in the
 // catalog's clock (unix nanoseconds); load is JSON. slot goes into cancel keys.
@@ -127,11 +136,12 @@ type table struct {
 	serial bool // has an <id> column whose sequence must continue after copied ids
 }
 
-// tables lists every table of schema, schemaAdmin, schemaBinding, schemaNodes and schemaSeedCopies, in an order in which
+// tables lists every table of schema, schemaAdmin, schemaBinding, schemaAuthSecret, schemaNodes and schemaSeedCopies, in an order in which
 // copying them one after the other is valid.
 var tables = []table{
 	{"sources", false}, {"seeds", true}, {"branches", true}, {"transitions", true},
 	{"server_settings", false}, {"tokens", false}, {"audit", true},
-	{"binding", false}, // Copy carries the state id: the state directory is bound to the copy
+	{"binding", false},     // Copy carries the state id: the state directory is bound to the copy
+	{"auth_secret", false}, // and the secret: a role that does not exist keeps its stand-in salt
 	{"nodes", false}, {"node_seeds", false},
 }

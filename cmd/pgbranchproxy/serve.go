@@ -425,6 +425,7 @@ func newProxy(f *serveFlags, tlsCfg *tls.Config, mgr *branches.Manager, log *zap
 		Reuse:           f.idleServers() > 0,
 		KeepConns:       f.role == roleNode,
 		ServerLifetime:  f.serverLifetime,
+		AuthSecret:      authSecret(mgr.Catalog(), log),
 	}, branchesAdapter{mgr}, log.Named("proxy"))
 }
 

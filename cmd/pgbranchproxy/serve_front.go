@@ -85,6 +85,7 @@ func serveFront(g *globalFlags, f *serveFlags) error {
 		Relay:           f.relay,
 		KernelLoadFails: f.relayFailLoad,
 		CancelElsewhere: routes.CancelElsewhere,
+		AuthSecret:      authSecret(cat, log),
 	}, routes, log.Named("proxy"))
 	if err != nil {
 		return err
