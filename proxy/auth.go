@@ -39,8 +39,11 @@ func (s *Server) authenticate(conn net.Conn, user string, set roles.Set) error {
 	role, exists := set[user]
 	usable := exists && role.CanAuthenticate(time.Now())
 	method := s.cfg.Auth
-	if method == AuthMD5 && usable && strings.HasPrefix(role.Password, scramMechanism+"$") {
-		method = AuthSCRAM // as Postgres does: md5 in hba accepts a SCRAM verifier with SCRAM
+	if method == AuthMD5 && !strings.HasPrefix(role.Password, "md5") {
+		// As Postgres does: md5 in hba accepts a SCRAM verifier with SCRAM, and asks
+		// a role without a verifier (or no role) for what password_encryption
+		// makes, SCRAM by default, so the exchange does not tell that it is missing.
+		method = AuthSCRAM
 	}
 	switch method {
 	case AuthMD5:

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/errs"
 	"github.com/pgbranchproxy/pgbranchproxy/branches/roles"
 	"github.com/pgbranchproxy/pgbranchproxy/proxy"
@@ -190,5 +191,45 @@ func TestAuthFailureLoggedOnce(t *testing.T) {
 	}
 	if len(lines) != 1 || !strings.Contains(lines[0], "sqlstate:28P01") || !strings.Contains(lines[0], `password authentication failed for user "alice"`) {
 		t.Errorf("log of a failed login:\n%s\nwant one line with sqlstate 28P01 and the user", strings.Join(lines, "\n"))
+	}
+}
+
+// TestAuthMD5MethodTellsNothing: under md5, the exchange a role is asked for
+// depends only on the kind of its verifier, as in Postgres: a role that does not
+// exist, has no password or cannot log in is asked for SCRAM, as a role with a
+// SCRAM verifier is (Postgres's password_encryption default), so the first
+// message does not tell that it is missing.
+func TestAuthMD5MethodTellsNothing(t *testing.T) {
+	t.Parallel()
+	cfg := defaultConfig()
+	cfg.Auth = proxy.AuthMD5
+	p, _, _ := setup(t, cfg, scriptOK, nil, withRoles(testRoles(t), nil))
+	for user, want := range map[string]string{
+		"alice": "SASL", "carol": "SASL", "dave": "SASL", "erin": "SASL", "nobody": "SASL",
+		"bob": "MD5", // an md5 verifier: Postgres asks for md5 too
+	} {
+		c := p.dial(t)
+		fe := pgproto3.NewFrontend(c, c)
+		fe.Send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion30,
+			Parameters: map[string]string{"user": user, "database": "app@feat"}})
+		if err := fe.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(within))
+		msg, err := fe.Receive()
+		if err != nil {
+			t.Fatalf("%s: %v", user, err)
+		}
+		got := fmt.Sprintf("%T", msg)
+		switch msg.(type) {
+		case *pgproto3.AuthenticationSASL:
+			got = "SASL"
+		case *pgproto3.AuthenticationMD5Password:
+			got = "MD5"
+		}
+		if got != want {
+			t.Errorf("%s asked for %s, want %s", user, got, want)
+		}
+		c.Close()
 	}
 }
