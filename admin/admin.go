@@ -262,6 +262,9 @@ func (a *API) addSource(w http.ResponseWriter, r *http.Request) {
 		a.result(w, fmt.Errorf("invalid JSON: %v: %w", err, branches.ErrInvalid))
 		return
 	}
+	if path, onHost := hostPath(req); refuseHostPath(w, CallerFrom(r.Context()), path, onHost) {
+		return
+	}
 	a.streamSeed(w, req.Name, func(progress func(string)) (branches.SourceInfo, error) {
 		return a.m.AddSource(r.Context(), req, progress)
 	})
