@@ -160,6 +160,13 @@ func (m *Manager) acquire(ctx context.Context, route router.Route, existing bool
 			// Gone for its clients, its destroy held back (burst.go): this
 			// connection gets a new branch of the name once it is done.
 			o = m.destroyEndedLocked(b)
+		case route.Options.From != "" && route.Options.From != b.rec.Parent:
+			parent := "the seed"
+			if b.rec.Parent != "" {
+				parent = fmt.Sprintf("branch %q", b.rec.Parent)
+			}
+			m.mu.Unlock()
+			return nil, fmt.Errorf("branch %q was made from %s, not from %q: %w", k.name, parent, route.Options.From, ErrOtherParent)
 		case serverExited(b):
 			o = m.recordExitLocked(b) // never lease a dead server's socket
 		case b.overQuota:

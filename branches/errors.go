@@ -12,6 +12,9 @@ var (
 	ErrNotFound = errs.ErrNotFound
 	// ErrExists: a branch or source of that name already exists.
 	ErrExists = errs.ErrExists
+	// ErrOtherParent: pgbranch.from names another parent than the existing
+	// branch's.
+	ErrOtherParent = errs.ErrOtherParent
 	// ErrNotReady: the branch did not become ready before the caller's deadline; its
 	// creation or wake goes on.
 	ErrNotReady = errs.ErrNotReady

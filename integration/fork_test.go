@@ -77,6 +77,18 @@ func TestBranchFromBranch(t *testing.T) {
 	if _, err := s.psql(t, "shop@orphan", "SELECT 1"); err != nil {
 		t.Fatal(err)
 	}
+	// pgbranch.from names the parent of a new branch: naming another for an
+	// existing one is refused, not ignored (two agents forking one new name from
+	// two parents would share a branch unknowingly); naming its own is not.
+	for _, name := range []string{"grandchild", "orphan"} {
+		_, err := s.connectErr("shop@"+name, "options=-cpgbranch.from=parent")
+		if pgCode(err) != "42P04" || !strings.Contains(err.Error(), "made from another parent") {
+			t.Errorf("%s, another parent: %v, want 42P04", name, err)
+		}
+	}
+	if _, err := s.connectErr("shop@grandchild", "options=-cpgbranch.from=child"); err != nil {
+		t.Errorf("grandchild with its own parent named: %v", err)
+	}
 	_, err = s.connectErr("shop@x2", "options=-cpgbranch.from=nosuch")
 	if pgCode(err) != "3D000" || !strings.Contains(err.Error(), `parent branch "nosuch" does not exist`) {
 		t.Errorf("fork of a missing parent: %v", err)

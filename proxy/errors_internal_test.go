@@ -92,6 +92,7 @@ func TestClassifyEngineErrors(t *testing.T) {
 	}{
 		{errs.ErrNotFound, "3D000", "no such source or branch"},
 		{errs.ErrExists, "57P03", "being created elsewhere"},
+		{errs.ErrOtherParent, "42P04", "made from another parent"},
 		{errs.ErrNotReady, "57P03", "still starting up"},
 		{errs.ErrBusy, "55006", "in use by other sessions"},
 		{errs.ErrEnded, "57P01", "stopped or destroyed by an administrator"},

@@ -3,6 +3,7 @@ package errs
 // SQLSTATE codes the engine's errors carry.
 const (
 	codeInvalidCatalogName = "3D000"
+	codeDuplicateDatabase  = "42P04"
 	codeCannotConnectNow   = "57P03"
 	codeTooMany            = "53300"
 	codeDiskFull           = "53100"

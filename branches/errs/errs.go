@@ -9,6 +9,13 @@ var (
 	// it when two nodes raced for one new name: the other one has it.
 	ErrExists = &Error{text: "already exists", code: codeCannotConnectNow,
 		message: "the branch is being created elsewhere", hint: "try again in a moment"}
+	// ErrOtherParent: a client named a parent (pgbranch.from) for a branch that
+	// exists and was made from another, or from the seed. The option names the
+	// parent of a new branch only; two clients forking one new name from two
+	// parents must not share a branch unknowingly.
+	ErrOtherParent = &Error{text: "the branch exists with another parent", code: codeDuplicateDatabase,
+		message: "a branch of this name exists, made from another parent",
+		hint:    "pgbranch.from names the parent of a new branch only: connect without it to use this branch, or give the fork a name of its own"}
 	// ErrNotReady: the branch did not become ready before the caller's deadline; its
 	// creation or wake goes on.
 	ErrNotReady = &Error{text: "branch is still starting", code: codeCannotConnectNow,
@@ -106,7 +113,7 @@ const QuotaHint = "reset or destroy the branch, or raise its quota with: pgbranc
 var precedence = []*Error{
 	ErrTooManySessions, ErrQuota, ErrDiskFull, ErrNoSpace, ErrTooMany,
 	ErrLost, ErrNodeLost, ErrDraining, ErrFenced, ErrLayerMissing, ErrCatalogUnavailable,
-	ErrNotGone, ErrNotReady, ErrEnded, ErrNotFound, ErrClosed, ErrExists, ErrBusy, ErrInvalid,
+	ErrNotGone, ErrNotReady, ErrEnded, ErrNotFound, ErrClosed, ErrExists, ErrOtherParent, ErrBusy, ErrInvalid,
 	ErrStartFailed,
 }
 

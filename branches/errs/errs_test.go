@@ -15,7 +15,7 @@ func TestPrecedenceRanksEach(t *testing.T) {
 			t.Errorf("%q tells a client nothing", e)
 		}
 	}
-	all := []*Error{ErrNotFound, ErrExists, ErrNotReady, ErrBusy, ErrEnded, ErrStartFailed, ErrNotGone,
+	all := []*Error{ErrNotFound, ErrExists, ErrOtherParent, ErrNotReady, ErrBusy, ErrEnded, ErrStartFailed, ErrNotGone,
 		ErrClosed, ErrInvalid, ErrLayerMissing, ErrCatalogUnavailable, ErrFenced, ErrNodeLost, ErrLost,
 		ErrDraining, ErrQuota, ErrDiskFull, ErrNoSpace, ErrTooMany, ErrTooManySessions}
 	if len(all) != len(precedence) {
