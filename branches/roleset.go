@@ -25,7 +25,7 @@ import (
 // (router.NamesSources) gets a *roles.AfterLogin with the roles of every source's
 // seed, so that only a client that logs in is told which sources there are.
 func (m *Manager) Roles(ctx context.Context, route router.Route) (roles.Set, error) {
-	source, err := router.ResolveSource(route, m.routerSources(route.Branch))
+	source, err := router.ResolveSource(route, m.routerSources(route))
 	if err != nil {
 		if router.NamesSources(err) {
 			return nil, m.afterLogin(err)

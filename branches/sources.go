@@ -574,14 +574,18 @@ func (m *Manager) sourceInfo(name string) SourceInfo {
 	return info
 }
 
-// routerSources is the routing view of the sources, for a route to branch.
-func (m *Manager) routerSources(branch string) []router.Source {
+// routerSources is the routing view of the sources, for route.
+func (m *Manager) routerSources(route router.Route) []router.Source {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]router.Source, 0, len(m.sources))
+	live := func(source, name string) bool {
+		b := m.branches[key{source, name}]
+		return name != "" && b != nil && !b.ended()
+	}
 	for n, s := range m.sources {
-		b := m.branches[key{n, branch}]
-		rs := router.Source{Name: n, HasBranch: b != nil && !b.ended(), Derived: s.src.Kind == KindBranch}
+		rs := router.Source{Name: n, HasBranch: live(n, route.Branch), HasParent: live(n, route.Options.From),
+			Derived: s.src.Kind == KindBranch}
 		if s.seed != nil {
 			rs.Databases = s.seed.Databases
 		}

@@ -80,7 +80,7 @@ func (m *Manager) othersHoldSource(ctx context.Context, name string) (int, error
 // resolveSource finds the route's source; a node of several that knows none
 // reads the catalog's sources once and tries again.
 func (m *Manager) resolveSource(ctx context.Context, route router.Route) (string, error) {
-	source, err := router.ResolveSource(route, m.routerSources(route.Branch))
+	source, err := router.ResolveSource(route, m.routerSources(route))
 	if err == nil || !m.cfg.Join {
 		return source, err
 	}
@@ -88,5 +88,5 @@ func (m *Manager) resolveSource(ctx context.Context, route router.Route) (string
 		m.log.Warn("read the catalog's sources", zap.Error(serr))
 		return "", err
 	}
-	return router.ResolveSource(route, m.routerSources(route.Branch))
+	return router.ResolveSource(route, m.routerSources(route))
 }

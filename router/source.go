@@ -12,6 +12,7 @@ type Source struct {
 	Name      string   // the source's name, as pgbranch.source gives it
 	Databases []string // the databases in the source's cluster
 	HasBranch bool     // a branch of the route's name exists in it
+	HasParent bool     // the branch the route's pgbranch.from names exists in it
 	Derived   bool     // seeded from another source's branch (source add --from-branch)
 }
 
@@ -21,8 +22,10 @@ type Source struct {
 //   - else the one source whose Databases contain r.Database;
 //   - else, of several that have it, the one with a branch of the route's name
 //     (a connection string handed out before another source with the database was
-//     added keeps working); if none has one, the one not Derived from another's
-//     branch (a template of migrations takes no new branch by its database alone);
+//     added keeps working); if none has one, the one with the parent the route's
+//     pgbranch.from names (a fork goes to its parent's source); else the one not
+//     Derived from another's branch (a template of migrations takes no new branch
+//     by its database alone);
 //   - else the only source, if there is exactly one (its Postgres then reports a
 //     missing database itself);
 //   - else ErrAmbiguousSource when several sources have the database, or
@@ -60,6 +63,8 @@ func ResolveSource(r Route, sources []Source) (string, error) {
 	if len(pick) > 1 {
 		if with := filter(pick, func(s Source) bool { return s.HasBranch }); len(with) > 0 {
 			pick = with
+		} else if parent := filter(pick, func(s Source) bool { return s.HasParent }); r.Options.From != "" && len(parent) > 0 {
+			pick = parent
 		} else if own := filter(pick, func(s Source) bool { return !s.Derived }); len(own) > 0 {
 			pick = own
 		}

@@ -14,6 +14,8 @@ func TestResolveSource(t *testing.T) {
 	crm := router.Source{Name: "crm", Databases: []string{"crm", "postgres"}}
 	withBranch := func(s router.Source) router.Source { s.HasBranch = true; return s }
 	derived := func(s router.Source) router.Source { s.Derived = true; return s }
+	withParent := func(s router.Source) router.Source { s.HasParent = true; return s }
+	fork := func(r router.Route) router.Route { r.Options.From = "p"; return r }
 	route := func(database, source string) router.Route {
 		return router.Route{Database: database, Branch: "main", Options: router.Options{Source: source}}
 	}
@@ -45,6 +47,13 @@ func TestResolveSource(t *testing.T) {
 			sources: []router.Source{withBranch(derived(stage)), withBranch(derived(prod)), {Name: "own", Databases: []string{"app"}}},
 			wantErr: router.ErrAmbiguousSource, wantHint: `choose one with -c pgbranch.source=NAME; candidates: "own", "prod", "stage"`},
 		{name: "ambiguous, two not derived", route: route("app", ""), sources: []router.Source{derived(crm), stage, prod},
+			wantErr: router.ErrAmbiguousSource},
+		{name: "ambiguous, a fork of one's branch", route: fork(route("app", "")), sources: []router.Source{stage, withParent(prod)}, want: "prod"},
+		{name: "ambiguous, a fork; the other has the branch", route: fork(route("app", "")), sources: []router.Source{withBranch(stage), withParent(prod)},
+			want: "stage"},
+		{name: "ambiguous, a fork of a branch both have", route: fork(route("app", "")), sources: []router.Source{withParent(stage), withParent(prod)},
+			wantErr: router.ErrAmbiguousSource},
+		{name: "ambiguous, no fork: the parent counts for nothing", route: route("app", ""), sources: []router.Source{stage, withParent(prod)},
 			wantErr: router.ErrAmbiguousSource},
 		{name: "single source fallback", route: route("other", ""), sources: []router.Source{crm}, want: "crm"},
 		{name: "single source has it", route: route("crm", ""), sources: []router.Source{crm}, want: "crm"},
