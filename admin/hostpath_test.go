@@ -9,7 +9,9 @@ import (
 )
 
 // TestHostPathSourcesLocalOnly: a source read from a path of the server's host
-// (an SQL file, a data directory, a dump), which the server reads as root, may be
+// (an SQL file, a data directory, a dump), which the server reads as root, or
+// copied over a unix socket of the host or by a service of its file, where the
+// server's --pg-user is the credential, may be
 // added over the admin socket only; a token over --admin-listen, even an admin's,
 // gets 403 before anything is read, and the refusal is audited. Sources that name
 // no path of the host may be added with a token.
@@ -23,6 +25,9 @@ func TestHostPathSourcesLocalOnly(t *testing.T) {
 		`{"Name":"x","Kind":"sql"}`,
 		`{"Name":"x","Kind":"datadir","DataDir":"/root"}`,
 		`{"Name":"x","Kind":"dump","DumpPath":"/root/secret.dump"}`,
+		`{"Name":"x","Kind":"url","URL":"host=/var/run/postgresql user=postgres"}`,
+		`{"Name":"x","Kind":"url","URL":"postgres:///app"}`,
+		`{"Name":"x","Kind":"url","URL":"postgres://db/app?service=local"}`,
 	} {
 		rec := call(t, a.Remote(), admin, http.MethodPost, "/v1/sources", body)
 		if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "path of the server's host") {
@@ -54,7 +59,7 @@ func TestHostPathSourcesLocalOnly(t *testing.T) {
 			refused++
 		}
 	}
-	if refused != 4 {
-		t.Errorf("%d refused source adds audited, want 4: %+v", refused, entries)
+	if refused != 7 {
+		t.Errorf("%d refused source adds audited, want 7: %+v", refused, entries)
 	}
 }

@@ -631,48 +631,5 @@ func urlDatabase(conn string) string {
 		}
 		return strings.TrimPrefix(u.Path, "/")
 	}
-	return connValues(conn)["dbname"]
-}
-
-// connValues reads a libpq key=value string (values bare or single-quoted, with
-// backslash escapes); a key given twice keeps its last value, as libpq does.
-func connValues(conn string) map[string]string {
-	out := map[string]string{}
-	i := 0
-	for {
-		for i < len(conn) && (conn[i] == ' ' || conn[i] == '\t' || conn[i] == '\n') {
-			i++
-		}
-		eq := strings.IndexByte(conn[i:], '=')
-		if eq < 0 {
-			return out
-		}
-		key := strings.TrimSpace(conn[i : i+eq])
-		i += eq + 1
-		for i < len(conn) && conn[i] == ' ' {
-			i++
-		}
-		var val strings.Builder
-		quoted := i < len(conn) && conn[i] == '\''
-		if quoted {
-			i++
-		}
-		for ; i < len(conn); i++ {
-			c := conn[i]
-			if c == '\\' && i+1 < len(conn) {
-				i++
-				val.WriteByte(conn[i])
-				continue
-			}
-			if quoted && c == '\'' {
-				i++
-				break
-			}
-			if !quoted && (c == ' ' || c == '\t' || c == '\n') {
-				break
-			}
-			val.WriteByte(c)
-		}
-		out[key] = val.String()
-	}
+	return seed.ConnValues(conn)["dbname"]
 }
