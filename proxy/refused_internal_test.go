@@ -1,6 +1,15 @@
 package proxy
 
-import "testing"
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
 
 // Every SQLSTATE refusals are counted by has a counter of its own, and any other
 // code shares the last one.
@@ -25,5 +34,48 @@ func TestRefusedCounts(t *testing.T) {
 	}
 	if s.Refused.Load() != numRefusedCodes+2 {
 		t.Errorf("Refused = %d", s.Refused.Load())
+	}
+}
+
+// Every SQLSTATE the proxy tells a client (a code* constant of the package) is
+// counted under its own label, not as other: a code added later must be added to
+// RefusedCodes too.
+func TestRefusedCodesHaveEveryCode(t *testing.T) {
+	names, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	found := 0
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			vs, ok := n.(*ast.ValueSpec)
+			if !ok || len(vs.Names) != 1 || len(vs.Values) != 1 || !strings.HasPrefix(vs.Names[0].Name, "code") {
+				return true
+			}
+			lit, ok := vs.Values[0].(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			code, err := strconv.Unquote(lit.Value)
+			if err != nil || len(code) != 5 {
+				return true
+			}
+			found++
+			if !slices.Contains(RefusedCodes(), code) {
+				t.Errorf("%s (%s, %s) is not among RefusedCodes: its refusals count as %s", vs.Names[0].Name, code, name, RefusedOther)
+			}
+			return true
+		})
+	}
+	if found < numRefusedCodes {
+		t.Fatalf("found %d code constants: does the test still read them?", found)
 	}
 }

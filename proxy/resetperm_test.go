@@ -48,6 +48,7 @@ func TestResetNeedsSuperuser(t *testing.T) {
 			if pe.Code != "42501" || pe.Message != `permission denied to reset branch "feat"` || pe.Hint == "" {
 				t.Errorf("got %s %q (hint %q), want 42501 permission denied to reset branch \"feat\"", pe.Code, pe.Message, pe.Hint)
 			}
+			checkRefusedBy(t, p, "42501")
 			noneYet(t, fb.routes, "Acquire of a reset the role may not make")
 			noneYet(t, fs.startups, "startup at the branch server")
 		})
