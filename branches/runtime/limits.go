@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -35,8 +37,9 @@ const (
 // a 24MB limit was killed at the first 60MB table. parts says what it is made of,
 // for an error message.
 func MinMemory(settings map[string]string) (bytes int64, parts string) {
-	sb := pgMemory(settings["shared_buffers"], 8<<10, defaultSharedBuffers)
-	mwm := pgMemory(settings["maintenance_work_mem"], 1<<10, defaultMaintenanceWorkMem)
+	given := settingsByName(settings)
+	sb := pgMemory(given["shared_buffers"], 8<<10, defaultSharedBuffers)
+	mwm := pgMemory(given["maintenance_work_mem"], 1<<10, defaultMaintenanceWorkMem)
 	return sb + mwm, fmt.Sprintf("shared_buffers (%s) and maintenance_work_mem (%s)", pgSizeText(sb), pgSizeText(mwm))
 }
 
@@ -64,6 +67,18 @@ func (l Limits) Check(settings map[string]string) error {
 			"give more, or lower them with serve's --pg-setting", pgSizeText(l.MemoryBytes), pgSizeText(need), parts)
 	}
 	return nil
+}
+
+// settingsByName returns settings under the names Postgres reads them by: it
+// takes -c SHARED_BUFFERS=1GB or -c shared-buffers=1GB for shared_buffers. Of
+// names that are one setting, the last on the server's command line (settings
+// in name order) wins, as it does there.
+func settingsByName(settings map[string]string) map[string]string {
+	out := make(map[string]string, len(settings))
+	for _, k := range slices.Sorted(maps.Keys(settings)) {
+		out[strings.ReplaceAll(strings.ToLower(strings.TrimSpace(k)), "-", "_")] = settings[k]
+	}
+	return out
 }
 
 // pgMemory reads a Postgres memory setting as Postgres does: a number with a unit

@@ -21,6 +21,9 @@ func TestMinMemory(t *testing.T) {
 		{map[string]string{"shared_buffers": "0.5GB", "maintenance_work_mem": "8MB"}, 520 << 20},
 		{map[string]string{"shared_buffers": "lots"}, 192 << 20}, // Postgres refuses it, and says why
 		{map[string]string{"shared_buffers": "16mb"}, 192 << 20}, // units are case-sensitive
+		// Names are not: Postgres takes -c SHARED_BUFFERS=16MB and -c maintenance-work-mem=16MB.
+		{map[string]string{"SHARED_BUFFERS": "16MB", "maintenance-work-mem": "16MB"}, 32 << 20},
+		{map[string]string{"Shared_Buffers": "1GB", "shared_buffers": "16MB"}, 80 << 20}, // the last -c wins
 	} {
 		if got, parts := runtime.MinMemory(tc.settings); got != tc.want || !strings.Contains(parts, "shared_buffers (") {
 			t.Errorf("MinMemory(%v) = %d (%s), want %d", tc.settings, got, parts, tc.want)
