@@ -39,10 +39,11 @@ func (s *Server) authenticate(conn net.Conn, user string, set roles.Set) error {
 	role, exists := set[user]
 	usable := exists && role.CanAuthenticate(time.Now())
 	method := s.cfg.Auth
-	if method == AuthMD5 && !strings.HasPrefix(role.Password, "md5") {
+	if method == AuthMD5 && !hasMD5Verifier(role, time.Now()) {
 		// As Postgres does: md5 in hba accepts a SCRAM verifier with SCRAM, and asks
-		// a role without a verifier (or no role) for what password_encryption
-		// makes, SCRAM by default, so the exchange does not tell that it is missing.
+		// a role without a verifier it reads (no role, no password, one past VALID
+		// UNTIL) for what password_encryption makes, SCRAM by default, so the
+		// exchange does not tell that it is missing.
 		method = AuthSCRAM
 	}
 	switch method {
@@ -55,6 +56,13 @@ func (s *Server) authenticate(conn net.Conn, user string, set roles.Set) error {
 		}
 		return s.authSCRAM(conn, v, usable)
 	}
+}
+
+// hasMD5Verifier reports whether Postgres would answer role with md5 under md5
+// in hba at t: it has an md5 verifier that has not expired (get_role_password
+// reads no password past VALID UNTIL).
+func hasMD5Verifier(role roles.Role, t time.Time) bool {
+	return strings.HasPrefix(role.Password, "md5") && (role.ValidUntil == nil || !t.After(*role.ValidUntil))
 }
 
 func (s *Server) authSCRAM(conn net.Conn, v scramVerifier, usable bool) error {

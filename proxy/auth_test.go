@@ -196,17 +196,21 @@ func TestAuthFailureLoggedOnce(t *testing.T) {
 
 // TestAuthMD5MethodTellsNothing: under md5, the exchange a role is asked for
 // depends only on the kind of its verifier, as in Postgres: a role that does not
-// exist, has no password or cannot log in is asked for SCRAM, as a role with a
-// SCRAM verifier is (Postgres's password_encryption default), so the first
-// message does not tell that it is missing.
+// exist, has no password, cannot log in or whose password expired is asked for
+// SCRAM, as a role with a SCRAM verifier is (Postgres's password_encryption
+// default), so the first message does not tell that it is missing.
 func TestAuthMD5MethodTellsNothing(t *testing.T) {
 	t.Parallel()
 	cfg := defaultConfig()
 	cfg.Auth = proxy.AuthMD5
-	p, _, _ := setup(t, cfg, scriptOK, nil, withRoles(testRoles(t), nil))
+	set := testRoles(t)
+	past := time.Now().Add(-time.Hour)
+	set["frank"] = roles.Role{Name: "frank", Password: md5Verifier("frank", "frank-pw"), CanLogin: true, ValidUntil: &past}
+	p, _, _ := setup(t, cfg, scriptOK, nil, withRoles(set, nil))
 	for user, want := range map[string]string{
 		"alice": "SASL", "carol": "SASL", "dave": "SASL", "erin": "SASL", "nobody": "SASL",
-		"bob": "MD5", // an md5 verifier: Postgres asks for md5 too
+		"bob":   "MD5",  // an md5 verifier: Postgres asks for md5 too
+		"frank": "SASL", // an md5 verifier past VALID UNTIL, which Postgres does not read
 	} {
 		c := p.dial(t)
 		fe := pgproto3.NewFrontend(c, c)
