@@ -27,6 +27,7 @@ const (
 	codeInternal          = "XX000"
 	codeSystemError       = "58000" // system_error: outside Postgres (the branch's runtime)
 	codeInvalidAuthSpec   = "28000"
+	codeDuplicateDatabase = "42P04" // the engine's: a branch exists with another parent
 )
 
 // errTooManyClients refuses a connection beyond MaxClientConns.

@@ -18,7 +18,7 @@ func RefusedCodes() []string {
 		codeInvalidDatabase, codeCannotConnectNow, codeTooMany, codeInsufficientResources, codeDiskFull,
 		codeAdminShutdown, codeProtocolViolation, codeInvalidPassword, codeInvalidAuthSpec,
 		codeFeatureNotSupp, codeInvalidParameter, codeObjectInUse, codeSystemError, codeInternal,
-		codeInsufficientPrivilege,
+		codeInsufficientPrivilege, codeDuplicateDatabase,
 	}
 }
 
@@ -29,7 +29,7 @@ type refusedCounts struct {
 	n [numRefusedCodes + 1]atomic.Int64
 }
 
-const numRefusedCodes = 15
+const numRefusedCodes = 16
 
 func (r *refusedCounts) add(code string) {
 	i := slices.Index(RefusedCodes(), code)
