@@ -41,7 +41,8 @@ func (m *Manager) Roles(ctx context.Context, route router.Route) (roles.Set, err
 	} else if p := m.branches[key{source, route.Options.From}]; route.Options.From != "" && p != nil {
 		text, seedID = p.rec.Roles, p.rec.SeedID
 	} else if s := m.sources[source]; s != nil && s.seed != nil {
-		seedID = s.seed.ID
+		// Read now: a refresh may replace the generation, and remove it, at once.
+		text, seedID = s.seed.Roles, s.seed.ID
 	}
 	m.mu.Unlock()
 	if text == "" {
@@ -62,20 +63,16 @@ func (m *Manager) Roles(ctx context.Context, route router.Route) (roles.Set, err
 // as the first of them by name has it) to log in with first.
 func (m *Manager) afterLogin(err error) error {
 	m.mu.Lock()
-	var ids []int64
+	var texts []string // read under the lock: a refresh may replace a generation, and remove it, at once
 	for _, name := range slices.Sorted(maps.Keys(m.sources)) {
 		if s := m.sources[name]; s.seed != nil {
-			ids = append(ids, s.seed.ID)
+			texts = append(texts, s.seed.Roles)
 		}
 	}
 	m.mu.Unlock()
-	sets := make([]roles.Set, 0, len(ids))
-	for _, id := range ids {
-		sd, serr := m.seedByID(id)
-		if serr != nil {
-			return serr
-		}
-		set, serr := roles.Decode(sd.Roles)
+	sets := make([]roles.Set, 0, len(texts))
+	for _, text := range texts {
+		set, serr := roles.Decode(text)
 		if serr != nil {
 			return serr
 		}
