@@ -475,8 +475,11 @@ func (p *pump) end(s *pumpSession, cause endCause) {
 		return
 	}
 	p.unwatch(s, s.client)
-	if cause == endStop {
+	switch {
+	case cause == endStop:
 		p.sayShuttingDown(s)
+	case cause == endServer && !s.toClient.pending() && s.track.serverLost():
+		p.write(s.client, serverLostNotice())
 	}
 	reusable := cause == endClient && s.track != nil && !s.toServer.pending() && s.track.idle()
 	r := pumpResult{stalled: cause == endStalled, server: -1, client: -1}

@@ -44,6 +44,13 @@ func relay(client, backend net.Conn, writeTimeout time.Duration, track *sessionT
 		client.SetReadDeadline(time.Now())
 	case err := <-toClient:
 		stalled = errors.Is(err, os.ErrDeadlineExceeded)
+		if !stalled && !errors.Is(err, errWrite) && track.serverLost() {
+			// The server's connection ended: tell the client (serverlost.go).
+			if writeTimeout > 0 {
+				client.SetWriteDeadline(time.Now().Add(writeTimeout))
+			}
+			client.Write(serverLostNotice())
+		}
 		backend.Close()
 		client.SetReadDeadline(time.Now())
 		<-toBackend

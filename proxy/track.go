@@ -77,6 +77,7 @@ type sessionTrack struct {
 	readies  int64 // ReadyForQuery messages the server sent
 	status   byte  // the status byte of the last ReadyForQuery
 	wantStat bool  // the last message seen was ReadyForQuery and its status byte is still to come
+	lastType byte  // the type of the last message the server began
 
 	reports statusCapture // the server's parameter reports, for its next client's greeting
 
@@ -169,6 +170,7 @@ func (t *sessionTrack) fromServer(b []byte) {
 		t.reports.more(b)
 	}
 	t.server.scan(b, func(typ byte, _, bodyAt int) bool {
+		t.lastType = typ
 		if typ == 'S' {
 			t.reports.begin(b, bodyAt, t.server.remain)
 		}
