@@ -59,6 +59,9 @@ func (c *client) do(ctx context.Context, method, path string, body any) (*http.R
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if noAnswer(err) {
+			return nil, fmt.Errorf("%s: the server closed the connection before answering (did serve stop? its log says); the command may or may not have taken effect: branch ls and source ls show, once serve runs again", c.where())
+		}
 		if c.socket == "" {
 			return nil, fmt.Errorf("admin API at %s: %w", c.base, err)
 		}
@@ -75,6 +78,20 @@ func (c *client) do(ctx context.Context, method, path string, body any) (*http.R
 		return nil, err
 	}
 	return resp, nil
+}
+
+// noAnswer reports whether err is a request's connection closed by the server
+// before it answered: serve stopped or died while it worked on the request.
+func noAnswer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// where names the server c talks to, for errors.
+func (c *client) where() string {
+	if c.socket == "" {
+		return "admin API at " + c.base
+	}
+	return c.socket
 }
 
 // call does a request and decodes a JSON answer into out (if not nil).
