@@ -512,6 +512,7 @@ func (m *Manager) recordExitLocked(b *branch) *op {
 		l := m.layoutOf(b.rec.ID)
 		m.log.Error("branch server exited unexpectedly", zap.String("branch", b.rec.Name),
 			zap.String("log", runtime.LogTail(l.log, 3)))
+		m.endOrphans(ctx, l.data)
 		if err := m.fault(failpoint.Unmount, b); err != nil {
 			return err
 		}

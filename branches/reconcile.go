@@ -36,6 +36,7 @@ func (m *Manager) reconcile(ctx context.Context) error {
 			m.log.Warn("stray server", zap.Int("pid", s.PID), zap.Error(err))
 		}
 	}
+	m.endOrphans(ctx, m.cfg.StateDir)
 	// The state directory may be a mount point itself (a volume): what serve
 	// mounted is below it.
 	mounts, err := overlay.MountsBelow(m.cfg.StateDir)
