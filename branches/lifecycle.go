@@ -415,8 +415,11 @@ func (m *Manager) serverSpec(rec catalog.Branch, seedRec catalog.Seed, l layout)
 		return runtime.Spec{}, err
 	}
 	// Reconcile has stopped every server of this state directory, and operations on a
-	// branch are serialised, so a lock file here is stale.
+	// branch are serialised, so a lock file here is stale. Postgres would take one
+	// whose pid is alive again (a zombie's, or reused after a restart in a new pid
+	// namespace) for another server's and refuse to start.
 	os.Remove(filepath.Join(l.data, "postmaster.pid"))
+	removeSocketLocks(l.run)
 	os.Remove(l.probe())
 	settings := seed.ServerSettings(hba, ident)
 	if rec.Pooled { // without autovacuum until claimed (poolvacuum.go)
