@@ -81,6 +81,9 @@ func (c *Catalog) setup(ctx context.Context) error {
 		if err := c.d.lockSchema(ctx, tx.tx); err != nil {
 			return fmt.Errorf("lock schema: %w", err)
 		}
+		if err := checkFormat(ctx, tx.tx, c.d); err != nil {
+			return err
+		}
 		for _, stmt := range strings.Split(c.d.types().Replace(schema+schemaAdmin+schemaBinding+schemaAuthSecret+schemaNodes+schemaSeedCopies), ";") {
 			if strings.TrimSpace(stmt) == "" {
 				continue
