@@ -46,7 +46,7 @@ func startBusy(t *testing.T, s *server, branch string) (int, <-chan error) {
 // the next connection, with what was committed, instead of failing to unmount
 // until the query ends; the busy session's client hears 57P01.
 func TestPostmasterKilledUnderBusyBackend(t *testing.T) {
-	s := startServer(t, newStateDir(t))
+	s := startServer(t, newStateDir(t), "--relay", "epoll") // the kernel relay does not tell (README)
 	s.seedSQL("app", lifecycleSQL)
 	mustWrite(t, s, "busy", "committed")
 	_, done := startBusy(t, s, "busy")
