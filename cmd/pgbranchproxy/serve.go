@@ -210,7 +210,6 @@ func serve(g *globalFlags, f *serveFlags) error {
 	if err := checkReserve(f); err != nil {
 		return err
 	}
-	logPolicy(log, f)
 	tlsCfg, err := serveTLS(f, member, stateDir, log)
 	if err != nil {
 		return err
@@ -229,6 +228,7 @@ func serve(g *globalFlags, f *serveFlags) error {
 	if err != nil {
 		return err
 	}
+	logPolicy(log, f) // once the engine runs: a start refused before says one line only
 	serving := false // from then on, the shutdown below closes mgr
 	defer func() {
 		if !serving {
