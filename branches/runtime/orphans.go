@@ -26,59 +26,83 @@ func Orphans(dir string) []int {
 	if err != nil {
 		return nil
 	}
-	prefix := strings.TrimSuffix(dir, "/") + "/"
 	var out []int
 	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
-		if err != nil || filepath.Base(exe) != "postgres" {
-			continue
-		}
-		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
-		if err == nil && (cwd == dir || strings.HasPrefix(cwd, prefix)) {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && orphanIn(pid, dir) {
 			out = append(out, pid)
 		}
 	}
 	return out
 }
 
+// orphanIn reports whether pid is a Postgres process whose working directory is
+// dir or lies below it. A process whose program file was replaced since it
+// started (a package upgrade) is one all the same: its exe link ends in
+// " (deleted)".
+func orphanIn(pid int, dir string) bool {
+	proc := filepath.Join("/proc", strconv.Itoa(pid))
+	exe, err := os.Readlink(filepath.Join(proc, "exe"))
+	if err != nil || filepath.Base(strings.TrimSuffix(exe, " (deleted)")) != "postgres" {
+		return false
+	}
+	cwd, err := os.Readlink(filepath.Join(proc, "cwd"))
+	return err == nil && (cwd == dir || strings.HasPrefix(cwd, strings.TrimSuffix(dir, "/")+"/"))
+}
+
 // KillOrphans kills the processes Orphans finds under dir with SIGKILL and waits
 // until each has exited or ctx ends. It returns how many it killed. Only for a
 // directory no live postmaster serves.
 func KillOrphans(ctx context.Context, dir string) (int, error) {
-	pids := Orphans(dir)
-	for _, pid := range pids {
-		if err := killAndWait(ctx, pid); err != nil {
-			return 0, err
-		}
-	}
-	return len(pids), nil
+	return killOrphans(ctx, dir, Orphans(dir))
 }
 
-// killAndWait sends SIGKILL to pid, which need not be our child, and waits for its
-// exit through a pidfd.
-func killAndWait(ctx context.Context, pid int) error {
+// killOrphans kills those of pids, listed by Orphans, that are still orphans of
+// dir (killOrphan).
+func killOrphans(ctx context.Context, dir string, pids []int) (int, error) {
+	n := 0
+	for _, pid := range pids {
+		killed, err := killOrphan(ctx, dir, pid)
+		if err != nil {
+			return n, err
+		}
+		if killed {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// killOrphan sends SIGKILL to pid, which need not be our child, if it is still a
+// Postgres process in dir, and waits for its exit through a pidfd. It reports
+// whether it killed it. The pid was listed a moment ago: the process may have
+// exited since (a backend notices its postmaster's death at its next wait) and
+// its pid gone to another process. So the pidfd is opened first and the process
+// checked after: while it lives, /proc/<pid> is the one the pidfd holds, and
+// once it has exited the signal reaches no one.
+func killOrphan(ctx context.Context, dir string, pid int) (bool, error) {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if errors.Is(err, unix.ESRCH) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer unix.Close(fd)
-	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
-		return err
+	if !orphanIn(pid, dir) {
+		return false, nil
+	}
+	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); errors.Is(err, unix.ESRCH) {
+		return false, nil
+	} else if err != nil {
+		return false, err
 	}
 	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	for {
 		if n, err := unix.Poll(fds, 100); n > 0 || (err != nil && !errors.Is(err, unix.EINTR)) {
-			return err
+			return true, err
 		}
 		if err := ctx.Err(); err != nil {
-			return err
+			return true, err
 		}
 	}
 }
