@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -46,7 +48,28 @@ func startBusy(t *testing.T, s *server, branch string) (int, <-chan error) {
 // the next connection, with what was committed, instead of failing to unmount
 // until the query ends; the busy session's client hears 57P01.
 func TestPostmasterKilledUnderBusyBackend(t *testing.T) {
-	s := startServer(t, newStateDir(t), "--relay", "epoll") // the kernel relay does not tell (README)
+	killUnderBusyBackend(t, newStateDir(t))
+}
+
+// TestPostmasterKilledUnderBusyBackendLinkedState is
+// TestPostmasterKilledUnderBusyBackend with a state directory named through a
+// symbolic link (a volume linked into place), which a process's working directory
+// does not show.
+func TestPostmasterKilledUnderBusyBackendLinkedState(t *testing.T) {
+	state := newStateDir(t)
+	if err := os.Mkdir(state, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	linked := filepath.Join(filepath.Dir(state), "linked")
+	if err := os.Symlink(state, linked); err != nil {
+		t.Fatal(err)
+	}
+	killUnderBusyBackend(t, linked)
+}
+
+// killUnderBusyBackend is TestPostmasterKilledUnderBusyBackend on state.
+func killUnderBusyBackend(t *testing.T, state string) {
+	s := startServer(t, state, "--relay", "epoll") // the kernel relay does not tell (README)
 	s.seedSQL("app", lifecycleSQL)
 	mustWrite(t, s, "busy", "committed")
 	_, done := startBusy(t, s, "busy")

@@ -26,6 +26,7 @@ func Orphans(dir string) []int {
 	if err != nil {
 		return nil
 	}
+	dir = resolved(dir)
 	var out []int
 	for _, e := range entries {
 		if pid, err := strconv.Atoi(e.Name()); err == nil && orphanIn(pid, dir) {
@@ -35,8 +36,18 @@ func Orphans(dir string) []int {
 	return out
 }
 
+// resolved is dir with its symbolic links resolved, as the kernel shows a
+// process's working directory (a state directory linked into place); dir itself
+// if it cannot be resolved.
+func resolved(dir string) string {
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		return r
+	}
+	return dir
+}
+
 // orphanIn reports whether pid is a Postgres process whose working directory is
-// dir or lies below it. A process whose program file was replaced since it
+// dir, resolved, or lies below it. A process whose program file was replaced since it
 // started (a package upgrade) is one all the same: its exe link ends in
 // " (deleted)".
 func orphanIn(pid int, dir string) bool {
@@ -59,6 +70,7 @@ func KillOrphans(ctx context.Context, dir string) (int, error) {
 // killOrphans kills those of pids, listed by Orphans, that are still orphans of
 // dir (killOrphan).
 func killOrphans(ctx context.Context, dir string, pids []int) (int, error) {
+	dir = resolved(dir)
 	n := 0
 	for _, pid := range pids {
 		killed, err := killOrphan(ctx, dir, pid)

@@ -98,3 +98,28 @@ func TestKillOrphansSparesReusedPid(t *testing.T) {
 		t.Errorf("the orphan: %v, want killed", err)
 	}
 }
+
+// TestOrphansUnderSymlink: a state directory named through a symbolic link (a
+// volume linked into place) has its orphans found: a process's working directory
+// reads as the resolved path.
+func TestOrphansUnderSymlink(t *testing.T) {
+	real := t.TempDir()
+	data := filepath.Join(real, "branches", "1", "data")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "state")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	backend := startIn(t, fakePostgres(t), data)
+	for _, dir := range []string{link, filepath.Join(link, "branches", "1", "data")} {
+		if got := Orphans(dir); !slices.Contains(got, backend.Process.Pid) {
+			t.Errorf("Orphans(%s) = %v, want pid %d, working in %s", dir, got, backend.Process.Pid, data)
+		}
+	}
+	n, err := KillOrphans(context.Background(), link)
+	if err != nil || n != 1 {
+		t.Errorf("KillOrphans(%s): %d, %v; want 1 killed", link, n, err)
+	}
+}
