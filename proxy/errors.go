@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/pgbranchproxy/pgbranchproxy/branches/errs"
 	"github.com/pgbranchproxy/pgbranchproxy/router"
 )
 
@@ -124,7 +125,7 @@ func toldIn(err error) toldError {
 // details (paths, process ids, wrapped causes) never reach the client: they get an
 // error id that the log line carries too.
 func classify(err error) clientError {
-	if t := toldIn(err); t != nil {
+	if t := toldIn(err); t != nil && !startOutOfTime(t, err) {
 		ce := clientError{code: t.SQLState(), message: t.ClientMessage(), hint: t.ClientHint()}
 		if strings.HasPrefix(ce.code, "58") {
 			ce.id = newErrorID()
@@ -155,8 +156,8 @@ func classify(err error) clientError {
 	case errors.Is(err, errNotSupported):
 		return clientError{code: codeFeatureNotSupp, message: err.Error()}
 	case errors.Is(err, errTimedOut):
-		// After the engine's errors: a cause it named says more than the clock
-		// running out.
+		// After the engine's errors, but for a start that failed
+		// (startOutOfTime): a cause it named says more than the clock running out.
 		return clientError{code: codeCannotConnectNow, message: "timed out preparing the branch",
 			hint: "try again; the server's --startup-timeout bounds how long a connection waits for its branch"}
 	case errors.Is(err, errDialServer), errors.Is(err, errServerClosed):
@@ -169,6 +170,14 @@ func classify(err error) clientError {
 	}
 	id := newErrorID()
 	return clientError{code: codeInternal, message: "could not prepare the branch", detail: "error id " + id, id: id}
+}
+
+// startOutOfTime reports whether t, the told error of err's chain, is a start
+// that failed (and nothing the engine ranks before it) once the client's own
+// deadline had passed: the clock running out says more, as the client may try
+// again, and a start that failed is the one engine error it outranks.
+func startOutOfTime(t toldError, err error) bool {
+	return t == toldError(errs.ErrStartFailed) && errors.Is(err, errTimedOut)
 }
 
 // joinHint adds more to a hint.

@@ -141,3 +141,18 @@ func TestClassifyCauseBeforeStep(t *testing.T) {
 		}
 	}
 }
+
+// A start that failed once the client's own deadline had passed is told to try
+// again (57P03), as before the engine's errors said their own words: only a start
+// failure ranks after the clock running out.
+func TestClassifyStartFailedOutOfTime(t *testing.T) {
+	past, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+	defer cancel()
+	err := fmt.Errorf("start branch %q: %w: %w", "x", errs.ErrStartFailed, errors.New("postgres exited"))
+	if ce := classify(outOfTime(past, err)); ce.code != "57P03" || ce.message != "timed out preparing the branch" {
+		t.Errorf("a start that failed out of time: classified as %+v, want 57P03 timed out", ce)
+	}
+	if ce := classify(err); ce.code != "58000" || ce.id == "" {
+		t.Errorf("a start that failed in time: classified as %+v, want 58000 with an error id", ce)
+	}
+}
