@@ -57,9 +57,7 @@ func (m *Manager) onlineCopy(ctx context.Context, conn *pgx.Conn, pgVersion, lab
 		}
 	}
 	removeServerFiles(dst)
-	if slot != "" {
-		os.RemoveAll(filepath.Join(dst, "pg_replslot", slot))
-	}
+	removeCopiedSlots(dst)
 	if err := writeOwned(filepath.Join(dst, "backup_label"), backupLabel, m.cfg.User.UID, m.cfg.User.GID); err != nil {
 		return err
 	}
@@ -77,12 +75,15 @@ func (m *Manager) onlineCopy(ctx context.Context, conn *pgx.Conn, pgVersion, lab
 func reserveWAL(ctx context.Context, conn *pgx.Conn) (string, error) {
 	var b [8]byte
 	rand.Read(b[:])
-	slot := "pgbranch_copy_" + hex.EncodeToString(b[:])
+	slot := copySlotPrefix + hex.EncodeToString(b[:])
 	if _, err := conn.Exec(ctx, "SELECT pg_create_physical_replication_slot($1, true, true)", slot); err != nil {
 		return "", fmt.Errorf("reserve WAL: %w", err)
 	}
 	return slot, nil
 }
+
+// copySlotPrefix begins the name of each slot reserveWAL makes.
+const copySlotPrefix = "pgbranch_copy_"
 
 // releaseWAL drops the slot reserveWAL made, so that the server recycles that WAL
 // again.
