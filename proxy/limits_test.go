@@ -181,3 +181,13 @@ func TestShutdownSays57P01TLS(t *testing.T) {
 		t.Errorf("after shutdown: %v, want FATAL 57P01", err)
 	}
 }
+
+// A second Shutdown returns, as the first did.
+func TestShutdownTwice(t *testing.T) {
+	t.Parallel()
+	p, _, _ := setup(t, defaultConfig(), scriptOK, nil)
+	p.shutdown(0)
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	p.srv.Shutdown(ctx)
+}

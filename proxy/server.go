@@ -203,8 +203,9 @@ type Server struct {
 	wg          sync.WaitGroup
 	// stopRelays, closed when Shutdown's wait is over, ends the sessions the
 	// goroutine relay carries (relay.go); relaying counts them.
-	stopRelays chan struct{}
-	relaying   sync.WaitGroup
+	stopRelays   chan struct{}
+	relaying     sync.WaitGroup
+	shutdownOnce sync.Once
 }
 
 // New returns a Server.
@@ -379,7 +380,13 @@ func (s *Server) untrack(c net.Conn) {
 // until every connection handler has returned and every session has ended (pumped
 // sessions end after their handlers have returned). Serve's context should be done
 // first.
+//
+// A second Shutdown waits for the first and does nothing more.
 func (s *Server) Shutdown(ctx context.Context) {
+	s.shutdownOnce.Do(func() { s.shutdown(ctx) })
+}
+
+func (s *Server) shutdown(ctx context.Context) {
 	done := s.drain()
 	select {
 	case <-done:
