@@ -229,7 +229,7 @@ func serve(g *globalFlags, f *serveFlags) error {
 		return err
 	}
 	logPolicy(log, f) // once the engine runs: a start refused before says one line only
-	serving := false // from then on, the shutdown below closes mgr
+	serving := false  // from then on, the shutdown below closes mgr
 	defer func() {
 		if !serving {
 			mgr.Close(context.Background())
