@@ -13,13 +13,13 @@ const RefusedOther = "other"
 // proxy sends, and a branch server's refusals it passes on (53000 when the server
 // cannot fork a backend). A refusal with any other code counts as RefusedOther, so
 // that a metric labelled with them takes a bounded set of values.
-func RefusedCodes() []string {
-	return []string{
-		codeInvalidDatabase, codeCannotConnectNow, codeTooMany, codeInsufficientResources, codeDiskFull,
-		codeAdminShutdown, codeProtocolViolation, codeInvalidPassword, codeInvalidAuthSpec,
-		codeFeatureNotSupp, codeInvalidParameter, codeObjectInUse, codeSystemError, codeInternal,
-		codeInsufficientPrivilege, codeDuplicateDatabase,
-	}
+func RefusedCodes() []string { return slices.Clone(refusedCodes[:]) }
+
+var refusedCodes = [...]string{
+	codeInvalidDatabase, codeCannotConnectNow, codeTooMany, codeInsufficientResources, codeDiskFull,
+	codeAdminShutdown, codeProtocolViolation, codeInvalidPassword, codeInvalidAuthSpec,
+	codeFeatureNotSupp, codeInvalidParameter, codeObjectInUse, codeSystemError, codeInternal,
+	codeInsufficientPrivilege, codeDuplicateDatabase,
 }
 
 // refusedCounts counts refused connections by SQLSTATE: one counter for each of
@@ -29,10 +29,10 @@ type refusedCounts struct {
 	n [numRefusedCodes + 1]atomic.Int64
 }
 
-const numRefusedCodes = 16
+const numRefusedCodes = len(refusedCodes)
 
 func (r *refusedCounts) add(code string) {
-	i := slices.Index(RefusedCodes(), code)
+	i := slices.Index(refusedCodes[:], code)
 	if i < 0 {
 		i = numRefusedCodes
 	}
@@ -43,7 +43,7 @@ func (r *refusedCounts) add(code string) {
 // RefusedCodes, and with any other (RefusedOther); every key is present.
 func (s *Stats) RefusedBy() map[string]int64 {
 	out := make(map[string]int64, numRefusedCodes+1)
-	for i, code := range RefusedCodes() {
+	for i, code := range refusedCodes {
 		out[code] = s.refused.n[i].Load()
 	}
 	out[RefusedOther] = s.refused.n[numRefusedCodes].Load()

@@ -32,7 +32,7 @@ func TestRefusedCounts(t *testing.T) {
 	if by[RefusedOther] != 2 || len(by) != numRefusedCodes+1 {
 		t.Errorf("other = %d, want 2; %d labels, want %d", by[RefusedOther], len(by), numRefusedCodes+1)
 	}
-	if s.Refused.Load() != numRefusedCodes+2 {
+	if s.Refused.Load() != int64(numRefusedCodes+2) {
 		t.Errorf("Refused = %d", s.Refused.Load())
 	}
 }
